@@ -20,6 +20,8 @@ from typing import Any
 # it gets a new id and retrains (Snakemake does not track the package's code).
 IMPLEMENTATION_VERSIONS: dict[str, int] = {
     "engine": 1,
+    "data": 1,
+    "partition": 1,
     "fedavg": 1,
     "fedprox": 1,
     "scaffold": 1,
@@ -56,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
         "cap": True,  # LDA: clients over N/K get no more of a class (official code)
         "root": "resources/partitions",
         "file": None,  # explicit partition file (workflow); None = cached by key
+        "options": {},  # scheme-specific, e.g. rotation_mode, dominant_fraction, prior
     },
     "model": {"name": "simplecnn", "width": 1.0, "options": {}},
     "algorithm": {"name": "fedavg", "params": {}},
@@ -159,7 +162,7 @@ def identity(run: Mapping[str, Any]) -> dict[str, Any]:
     ident = {k: copy.deepcopy(v) for k, v in run.items() if k not in IDENTITY_EXCLUDED}
     for section, key in PATH_KEYS:
         ident[section].pop(key, None)
-    used = ["engine", run["algorithm"]["name"], *(p["name"] for p in run["plugins"])]
+    used = ["engine", "data", "partition", run["algorithm"]["name"], *(p["name"] for p in run["plugins"])]
     ident["versions"] = {name: IMPLEMENTATION_VERSIONS.get(name, 1) for name in used}
     return ident
 

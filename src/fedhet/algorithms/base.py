@@ -1,0 +1,121 @@
+"""The algorithm interface: how clients train and how the server aggregates.
+
+An algorithm sees models as flat vectors (see `fedhet.engine.flat`), so its update rules
+read like the papers' equations. The engine calls, per round:
+
+    for each sampled client k:
+        client_begin(ctx)                      # receive w_g, set up local state
+        per local step:
+            loss = task loss + extra_loss(ctx, out)
+            backward → ctx.grads
+            correct_gradient(ctx)              # FedProx, SCAFFOLD, FedDyn
+            SGD step on the flat vectors
+        client_end(ctx, update)                # control variates, normalisers
+    aggregate(round, w_g, updates) → new w_g   # FedAvg, FedNova, FedAvgM, ...
+
+Plug-ins (`fedhet.plugins`) change the data or the objective and compose with any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from fedhet.registry import Registry
+
+
+@dataclass
+class ClientUpdate:
+    """What a client returns after local training."""
+
+    client: int
+    params: torch.Tensor
+    buffers: torch.Tensor
+    num_samples: int
+    steps: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ClientContext:
+    """One client's local training in one round."""
+
+    client: int
+    round: int
+    lr: float
+    params: torch.Tensor  # the working model's flat parameters (views back the module)
+    grads: torch.Tensor
+    buffers: torch.Tensor
+    global_params: torch.Tensor  # w_g received at the start of the round (read-only)
+    global_buffers: torch.Tensor
+    num_samples: int
+    model: torch.nn.Module
+    steps: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StepOutput:
+    """One forward pass of a local step."""
+
+    features: torch.Tensor
+    logits: torch.Tensor
+    targets: torch.Tensor
+    loss: torch.Tensor
+    inputs: torch.Tensor | None = None
+
+
+def weighted_average(updates: list[ClientUpdate], attr: str) -> torch.Tensor:
+    """Σ_k (n_k / Σn) v_k over the returned clients (FedAvg's aggregation)."""
+    total = float(sum(u.num_samples for u in updates))
+    out = torch.zeros_like(getattr(updates[0], attr))
+    for u in updates:
+        out.add_(getattr(u, attr), alpha=u.num_samples / total)
+    return out
+
+
+class Algorithm:
+    """FedAvg's behaviour; subclasses override the hooks their method changes."""
+
+    name = "fedavg"
+
+    def __init__(self, params: dict[str, Any], num_clients: int, momentum: float) -> None:
+        self.hp = dict(params)
+        self.num_clients = num_clients
+        self.momentum = momentum
+
+    def setup(self, global_params: torch.Tensor) -> None:
+        """Allocate server and client state shaped like the model."""
+
+    def client_begin(self, ctx: ClientContext) -> None:
+        """Called after the working model received w_g."""
+
+    def extra_loss(self, ctx: ClientContext, out: StepOutput) -> torch.Tensor | None:
+        """A term added to the task loss of a local step (None: nothing)."""
+        return None
+
+    def correct_gradient(self, ctx: ClientContext) -> None:
+        """Modify `ctx.grads` in place before the optimizer step."""
+
+    def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
+        """Update client state and attach what the server needs to `update.extra`."""
+
+    def aggregate(
+        self, round: int, global_params: torch.Tensor, global_buffers: torch.Tensor,
+        updates: list[ClientUpdate],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The new global model: sample-weighted average of the returned models."""
+        return weighted_average(updates, "params"), weighted_average(updates, "buffers")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Server and client state to checkpoint."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+
+
+ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")
+ALGORITHMS.add("fedavg", Algorithm)

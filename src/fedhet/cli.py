@@ -1,0 +1,211 @@
+"""`fedhet` command line: train, prepare-data, partition, evaluate, run-id, bench.
+
+Heavy imports (torch, torchvision) happen inside the commands, so `fedhet --help` and the
+torch-free commands stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from fedhet.config import ConfigError, load_yaml
+
+
+def _json_arg(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def _set_dotted(run: dict[str, Any], assignment: str) -> None:
+    """Apply `a.b.c=value` (value parsed as YAML) to a nested dict."""
+    import yaml
+
+    if "=" not in assignment:
+        raise ConfigError(f"--set expects KEY=VALUE, got '{assignment}'")
+    key, raw = assignment.split("=", 1)
+    *path, leaf = key.split(".")
+    node = run
+    for part in path:
+        node = node.setdefault(part, {})
+    node[leaf] = yaml.safe_load(raw)
+
+
+def _load_run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.config and args.config_json:
+        raise ConfigError("give either --config or --config-json, not both")
+    run = load_yaml(args.config) if args.config else dict(args.config_json or {})
+    for assignment in args.set or []:
+        _set_dotted(run, assignment)
+    return run
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from fedhet.train import train
+
+    run = _load_run(args)
+    if args.device:
+        run.setdefault("runtime", {})["device"] = args.device
+    final = train(run, args.out, args.ckpt_dir, keep_checkpoint=args.keep_checkpoint,
+                  stop_after=args.stop_after)
+    print(json.dumps(final, indent=2))
+    return 0
+
+
+def cmd_run_id(args: argparse.Namespace) -> int:
+    from fedhet.config import resolve_run, run_id
+
+    print(run_id(resolve_run(_load_run(args))))
+    return 0
+
+
+def cmd_prepare_data(args: argparse.Namespace) -> int:
+    from fedhet.data import prepare_dataset
+
+    options = dict(args.options or {})
+    if args.download:
+        options["download"] = True
+    print(prepare_dataset(args.dataset, args.root, options))
+    return 0
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from fedhet.data import load_dataset
+    from fedhet.partition import count_matrix, load_or_make_partition
+
+    data = load_dataset(args.dataset, args.root, args.options or {})
+    settings = {
+        "scheme": args.scheme, "num_clients": args.clients, "alpha": args.alpha,
+        "classes_per_client": args.classes_per_client, "min_size": args.min_size,
+        "cap": not args.no_cap, "root": args.partition_root, "file": None,
+    }
+    part = load_or_make_partition(data, settings, args.seed)
+    if args.out:
+        part.save(args.out)
+    counts = count_matrix(np.asarray(data.y_train), part, data.num_classes)
+    width = max(5, len(str(counts.max())) + 1)
+    print("client " + "".join(f"{c:>{width}}" for c in range(data.num_classes)) + f"{'total':>8}")
+    for k, row in enumerate(counts):
+        print(f"{k:>6} " + "".join(f"{v:>{width}}" for v in row) + f"{row.sum():>8}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from fedhet.evaluate import evaluate_run
+
+    print(json.dumps(evaluate_run(args.run, args.model, args.device), indent=2))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from fedhet.bench import main as bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fedhet", description="Federated learning under data heterogeneity, reproducibly."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def run_source(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", help="run settings as a YAML file")
+        p.add_argument("--config-json", type=_json_arg, help="run settings as a JSON object")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override one setting, e.g. --set training.rounds=5 (repeatable)")
+
+    p = sub.add_parser("train", help="train one federated run and write its results",
+                       description="Train one run. Writes resolved.yaml, metrics.jsonl, final.json, "
+                       "model.pt into --out. With --ckpt-dir, checkpoints there and resumes from it.")
+    run_source(p)
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--ckpt-dir", help="checkpoint directory (keep it outside declared outputs)")
+    p.add_argument("--device", help="override runtime.device (cpu, cuda, cuda:1, auto)")
+    p.add_argument("--keep-checkpoint", action="store_true", help="keep the checkpoint after success")
+    p.add_argument("--stop-after", type=int, metavar="ROUND",
+                   help="checkpoint and exit after this round, as if killed (resume by rerunning)")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("run-id", help="print the id of a run (prefix-hash-seed)")
+    run_source(p)
+    p.set_defaults(func=cmd_run_id)
+
+    p = sub.add_parser("prepare-data", help="build a dataset's cached tensor file and print its path")
+    p.add_argument("--dataset", required=True, help="dataset name (see fedhet.data.DATASETS)")
+    p.add_argument("--root", default="resources/datasets", help="dataset cache directory")
+    p.add_argument("--options", type=_json_arg, help="dataset options as JSON")
+    p.add_argument("--download", action="store_true", help="download raw files if missing")
+    p.set_defaults(func=cmd_prepare_data)
+
+    p = sub.add_parser("partition", help="build a partition and print its client × class counts")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--root", default="resources/datasets")
+    p.add_argument("--options", type=_json_arg, help="dataset options as JSON")
+    p.add_argument("--scheme", default="dirichlet")
+    p.add_argument("--clients", type=int, default=10)
+    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument("--classes-per-client", type=int, default=2)
+    p.add_argument("--min-size", type=int)
+    p.add_argument("--no-cap", action="store_true", help="LDA without the official size cap")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--partition-root", default="resources/partitions")
+    p.add_argument("--out", help="also save the partition to this .npz file")
+    p.set_defaults(func=cmd_partition)
+
+    p = sub.add_parser("evaluate", help="evaluate a run's saved model on its test set")
+    p.add_argument("--run", required=True, help="run directory (with resolved.yaml)")
+    p.add_argument("--model", help="model file (default: RUN/model.pt)")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("bench", help="local-training throughput: our engine vs a DataLoader baseline")
+    p.add_argument("--model", default="simplecnn")
+    p.add_argument("--width", type=float, default=1.0)
+    p.add_argument("--dataset", default="digits10")
+    p.add_argument("--options", type=_json_arg, default={"channels": 3, "size": 32},
+                   help="dataset options as JSON")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--clients", type=int, default=2)
+    p.add_argument("--samples", type=int, default=2048, help="samples per client")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--round-time", action="store_true",
+                   help="also time one FedAvg round of the paper setting (5 clients × 5000 images)")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Exception as err:
+        if not _is_user_error(err):
+            raise
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"fedhet {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _is_user_error(err: Exception) -> bool:
+    """Bad settings, names, files or missing data: reported in one line, no traceback."""
+    if isinstance(err, (ConfigError, KeyError, ValueError, FileNotFoundError)):
+        return True
+    if isinstance(err, RuntimeError):
+        from fedhet.data import DatasetNotAvailable
+
+        return isinstance(err, DatasetNotAvailable)
+    return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

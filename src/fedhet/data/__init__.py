@@ -1,0 +1,56 @@
+"""Datasets: a registry of specs, cached uint8 tensors with a checksum, offline stand-ins.
+
+```python
+data = load_dataset("digits10", root="resources/datasets", options={"channels": 3})
+path = prepare_dataset("fmnist", "resources/datasets", {"size": 32})
+```
+
+Registered datasets (see `DATASETS.names()` and `describe(name)`):
+
+- via torchvision: `cifar10`, `cifar100`, `fmnist`, `mnist`, `svhn`, `usps`
+  (`fmnist` is seeded offline from Debian's `dataset-fashion-mnist` when installed);
+- downloaded archives: `cinic10`, `tinyimagenet`;
+- placed by hand: `synthdigits`, `mnistm`, `retina`, `cifar10c`;
+- offline stand-ins from scikit-learn's digits: `digits10`, `digits100`, `digits_domains`.
+
+Importing this package does not import torch or torchvision; they are loaded when a
+dataset is built or loaded.
+"""
+
+from fedhet.data.core import (
+    DATASETS,
+    CacheError,
+    DatasetNotAvailable,
+    DatasetSpec,
+    FedData,
+    cache_path,
+    dataset_key,
+    describe,
+    load_dataset,
+    prepare_dataset,
+    resolve_options,
+)
+from fedhet.data.downloads import DOWNLOADS, Download, DownloadError, fetch
+from fedhet.data.fmnist import seed_fmnist_from
+
+# Importing these modules registers their datasets.
+from fedhet.data import standins, torchvision_sets, archives, handplaced  # noqa: E402,F401  isort: skip
+
+__all__ = [
+    "DATASETS",
+    "DOWNLOADS",
+    "CacheError",
+    "DatasetNotAvailable",
+    "DatasetSpec",
+    "Download",
+    "DownloadError",
+    "FedData",
+    "cache_path",
+    "dataset_key",
+    "describe",
+    "fetch",
+    "load_dataset",
+    "prepare_dataset",
+    "resolve_options",
+    "seed_fmnist_from",
+]

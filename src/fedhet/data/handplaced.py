@@ -1,0 +1,172 @@
+"""Paper datasets without a stable download: the user places the files, fedhet reads them.
+
+- `synthdigits`, `mnistm` (DIGITS benchmark domains): PNG/JPEG images arranged as
+  `<root>/raw/<name>/{train,test}/<digit>/*.png`, folder names `0`–`9`.
+- `retina` (FedLGD's four fundus-photo sites): `<root>/raw/retina/<site>/{train,test}/<class>/*`,
+  two classes; each site is a domain.
+- `cifar10c` (CIFAR-10-C, Hendrycks & Dietterich 2019): the extracted official archive,
+  `<root>/raw/cifar10c/CIFAR-10-C/<corruption>.npy` and `labels.npy`; training images
+  are CIFAR-10's, test images the chosen corruption at the chosen severity.
+
+When the files are missing, DatasetNotAvailable says what goes where; the offline stand-in
+for the DIGITS domains is `digits_domains`. Images of other sizes are resized (bilinear)
+to option `size` while they are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedhet.data.archives import IMAGE_SUFFIXES, decode_image, stack_split
+from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec
+from fedhet.data.torchvision_sets import CIFAR10_STATS, missing_files, not_available_message, torchvision_split
+
+CIFAR10C_URL = "https://zenodo.org/records/2535967"
+CORRUPTIONS = (
+    "brightness", "contrast", "defocus_blur", "elastic_transform", "fog", "frost",
+    "gaussian_blur", "gaussian_noise", "glass_blur", "impulse_noise", "jpeg_compression",
+    "motion_blur", "pixelate", "saturate", "shot_noise", "snow", "spatter", "speckle_noise",
+    "zoom_blur",
+)
+CIFAR10C_PER_SEVERITY = 10_000
+
+Item = tuple[str, str, np.ndarray]
+
+
+def read_image_folder(folder: Path, size: int) -> Iterator[Item]:
+    """(relative path, class folder, image `[3, size, size]`) for every image under `folder`."""
+    for class_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for file in sorted(class_dir.iterdir()):
+            if file.suffix.lower() in IMAGE_SUFFIXES:
+                yield str(file.relative_to(folder)), class_dir.name, decode_image(file.read_bytes(), size)
+
+
+def _require_dirs(name: str, root: Path, dirs: list[Path], layout: str, origin: str) -> None:
+    missing = [d for d in dirs if not d.is_dir()]
+    if missing:
+        raise DatasetNotAvailable(
+            f"dataset '{name}' is not on disk (missing {missing[0]}). It must be fetched by hand: "
+            f"{origin}. Arrange the files as {layout}, then run "
+            f"`fedhet prepare-data --dataset {name} --root {root}`."
+        )
+
+
+def _check_classes(where: Path, classes: list[str], expected: int) -> None:
+    if len(classes) != expected:
+        raise ValueError(f"{where}: expected {expected} class folders, found {classes}")
+
+
+def _digit_folder_builder(name: str, origin: str):
+    """Builder of a DIGITS domain stored as train/test image folders."""
+
+    def build(root: Path, options: dict[str, Any]) -> Arrays:
+        import torch
+
+        base = Path(root) / "raw" / name
+        layout = f"{base}/{{train,test}}/<digit 0-9>/*.png"
+        _require_dirs(name, root, [base / "train", base / "test"], layout, origin)
+        size = options["size"]
+        train = list(read_image_folder(base / "train", size))
+        classes = sorted({c for _, c, _ in train})
+        _check_classes(base / "train", classes, 10)
+        x_train, y_train = stack_split(train, classes, size, str(base))
+        x_test, y_test = stack_split(read_image_folder(base / "test", size), classes, size, str(base))
+        return Arrays(
+            torch.from_numpy(x_train), torch.from_numpy(y_train),
+            torch.from_numpy(x_test), torch.from_numpy(y_test), class_names=tuple(classes),
+        )
+
+    return build
+
+
+def _build_retina(root: Path, options: dict[str, Any]) -> Arrays:
+    """All sites' images; the domain id of a sample is its site's index (sorted names)."""
+    import torch
+
+    base = Path(root) / "raw" / "retina"
+    layout = f"{base}/<site>/{{train,test}}/<class>/*.png (one folder per site)"
+    origin = "FedLGD's retina sites (Drishti, kaggle, RIM, refuge) from their publishers"
+    _require_dirs("retina", root, [base], layout, origin)
+    sites = sorted(p.name for p in base.iterdir() if p.is_dir())
+    expected = [base / s / split for s in sites for split in ("train", "test")]
+    _require_dirs("retina", root, expected if sites else [base / "<site>"], layout, origin)
+    size = options["size"]
+    items = {split: [] for split in ("train", "test")}
+    for d, site in enumerate(sites):
+        for split in items:
+            items[split] += [(f"{d:03d}/{key}", cls, img, d) for key, cls, img in read_image_folder(base / site / split, size)]
+    classes = sorted({cls for _, cls, _, _ in items["train"]})
+    _check_classes(base, classes, 2)
+    out = {}
+    for split, rows in items.items():
+        rows.sort(key=lambda r: r[0])
+        x, y = stack_split([r[:3] for r in rows], classes, size, str(base))
+        out[split] = (torch.from_numpy(x), torch.from_numpy(y), torch.tensor([r[3] for r in rows], dtype=torch.long))
+    return Arrays(
+        out["train"][0], out["train"][1], out["test"][0], out["test"][1], class_names=tuple(classes),
+        domain_train=out["train"][2], domain_test=out["test"][2], domain_names=tuple(sites),
+    )
+
+
+def cifar10_train(root: Path, download: bool) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """CIFAR-10's training split (images, labels, class names), read through torchvision."""
+    missing = missing_files("cifar10", root)
+    if missing and not download:
+        raise DatasetNotAvailable(not_available_message("cifar10", root, missing))
+    return torchvision_split("cifar10", root, True, download)
+
+
+def _build_cifar10c(root: Path, options: dict[str, Any]) -> Arrays:
+    import torch
+
+    base = Path(root) / "raw" / "cifar10c" / "CIFAR-10-C"
+    corruption, severity = options["corruption"], options["severity"]
+    files = [base / f"{corruption}.npy", base / "labels.npy"]
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise DatasetNotAvailable(
+            f"dataset 'cifar10c' is not on disk (missing {missing[0]}). "
+            f"Download CIFAR-10-C.tar from {CIFAR10C_URL} and extract it into {base.parent} "
+            f"(giving {base}/<corruption>.npy and labels.npy), then run "
+            f"`fedhet prepare-data --dataset cifar10c --root {root}`."
+        )
+    rows = slice((severity - 1) * CIFAR10C_PER_SEVERITY, severity * CIFAR10C_PER_SEVERITY)
+    x_test = np.ascontiguousarray(np.load(files[0], mmap_mode="r")[rows].transpose(0, 3, 1, 2))
+    y_test = np.asarray(np.load(files[1], mmap_mode="r")[rows], dtype=np.int64)
+    x_train, y_train, classes = cifar10_train(root, options["download"])
+    return Arrays(
+        torch.from_numpy(x_train), torch.from_numpy(y_train),
+        torch.from_numpy(x_test.astype(np.uint8)), torch.from_numpy(y_test),
+        class_names=classes, mean=CIFAR10_STATS[0], std=CIFAR10_STATS[1],
+    )
+
+
+DATASETS.add("synthdigits", DatasetSpec(
+    name="synthdigits",
+    build=_digit_folder_builder("synthdigits", "SynthDigits (Ganin & Lempitsky, 2015) is distributed by its authors, e.g. as FedBN's DIGITS data"),
+    num_classes=10, channels=3, size=32, source="manual",
+    description="SynthDigits: synthetic house-number-like digits (DIGITS domain)",
+    options={"channels": 3, "size": 32}, choices={"channels": (1, 3)},
+))
+DATASETS.add("mnistm", DatasetSpec(
+    name="mnistm",
+    build=_digit_folder_builder("mnistm", "MNIST-M (Ganin et al., 2016) is distributed by its authors, e.g. as FedBN's DIGITS data"),
+    num_classes=10, channels=3, size=28, source="manual",
+    description="MNIST-M: MNIST digits blended over colour photo patches (DIGITS domain)",
+    options={"channels": 3, "size": 28}, choices={"channels": (1, 3)},
+))
+DATASETS.add("retina", DatasetSpec(
+    name="retina", build=_build_retina, num_classes=2, channels=3, size=96, source="manual",
+    description="Retinal fundus photos from several sites (binary), one domain per site",
+    options={"channels": 3, "size": 96}, choices={"channels": (1, 3)},
+))
+DATASETS.add("cifar10c", DatasetSpec(
+    name="cifar10c", build=_build_cifar10c, num_classes=10, channels=3, size=32, source="manual",
+    description="CIFAR-10 training set; test set = CIFAR-10-C at one corruption and severity",
+    options={"channels": 3, "size": 32, "download": False, "corruption": "gaussian_noise", "severity": 5},
+    choices={"channels": (1, 3), "corruption": CORRUPTIONS, "severity": (1, 2, 3, 4, 5)},
+))

@@ -1,0 +1,298 @@
+"""The federated training loop: sampled clients train on-device, the server aggregates.
+
+Design for speed: each client's data stays on the training device as uint8 tensors and is
+augmented there in batches; the global model and one working model are flat vectors
+(`FlatModel`), so receiving the global model is one copy and returning a model one clone;
+nothing in the inner loop waits for the device (losses are summed on the device and read
+once per round).
+
+Design for reproducibility: every random draw of client k in round r comes from seeds
+derived from (seed, r, k), and client sampling from (seed, r), so a resumed run replays
+exactly what an uninterrupted one would have done, and every method of a table sees the
+same clients in the same rounds for a given seed.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fedhet.algorithms import ALGORITHMS, ClientContext, ClientUpdate, StepOutput
+from fedhet.engine.augment import Augmenter
+from fedhet.engine.evaluation import evaluate_model
+from fedhet.engine.flat import FlatModel
+from fedhet.engine.seeding import derive_seed, generator
+from fedhet.models import build_model
+from fedhet.plugins import PLUGINS
+
+
+@dataclass
+class RoundResult:
+    """What one round produced, kept on the device until it is logged."""
+
+    round: int
+    lr: float
+    clients: list[int]
+    train_loss: torch.Tensor  # mean over all local steps of the round
+    client_drift: torch.Tensor  # mean_k ‖w_k − w_new‖²
+    weight_divergence: dict[str, torch.Tensor]  # mean_k ‖w_k,l − w_new,l‖ per module l
+    client_head_norms: dict[int, torch.Tensor]  # per-class classifier weight norms
+    updates: list[ClientUpdate]
+    finite: bool
+
+
+def sample_clients(seed: int, round: int, num_clients: int, per_round: int) -> list[int]:
+    """Clients of a round, drawn without replacement from a (seed, round)-keyed generator."""
+    rng = np.random.default_rng(derive_seed(seed, "sample", round))
+    return sorted(int(k) for k in rng.choice(num_clients, per_round, replace=False))
+
+
+def batch_slices(n: int, batch_size: int) -> list[slice]:
+    """Consecutive batches of a permutation; a trailing batch of one sample joins the previous
+    one (BatchNorm cannot train on a single sample)."""
+    bounds = list(range(0, n, batch_size)) + [n]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
+        del bounds[-2]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+class Federation:
+    """A model, clients holding data, a base algorithm and plug-ins, trained round by round."""
+
+    def __init__(self, run: dict[str, Any], data: Any, client_indices: list[np.ndarray],
+                 device: torch.device, client_angles: list[np.ndarray] | None = None) -> None:
+        self.run = run
+        self.device = device
+        self.seed = run["seed"]
+        t = run["training"]
+        self.training = t
+        self.num_clients = len(client_indices)
+        rt = run["runtime"]
+        self.autocast = (
+            torch.autocast(device.type, dtype=torch.bfloat16) if rt["bf16"] else nullcontext()
+        )
+        self.channels_last = bool(rt["channels_last"]) and device.type == "cuda"
+
+        self.num_classes = data.num_classes
+        channels, size = int(data.x_train.shape[1]), int(data.x_train.shape[-1])
+        self.global_ = self._build_model(channels, size)
+        self.work = self._build_model(channels, size)
+        self.work.load(self.global_.params, self.global_.buffers)
+
+        self.x_train = data.x_train.to(device)
+        self.y_train = data.y_train.to(device)
+        self.x_test = data.x_test.to(device)
+        self.y_test = data.y_test.to(device)
+        self.client_indices = [torch.as_tensor(ix, dtype=torch.long, device=device)
+                               for ix in client_indices]
+        self.client_angles = None if client_angles is None else [
+            torch.as_tensor(a, dtype=torch.float32, device=device) for a in client_angles
+        ]
+        mode = t["augment"]
+        if mode == "auto":
+            mode = "crop_flip" if channels == 3 else "none"
+        self.augmenter = Augmenter(mode, data.mean, data.std, size, device)
+
+        algo = run["algorithm"]
+        self.algorithm = ALGORITHMS.get(algo["name"])(algo["params"], self.num_clients, t["momentum"])
+        self.algorithm.setup(self.global_.params)
+        if getattr(self.algorithm, "needs_reference_models", False):
+            self.algorithm.attach(self.global_, self._build_model(channels, size))
+        self.plugins = [PLUGINS.get(p["name"])(p["params"]) for p in run["plugins"]]
+        for plugin in self.plugins:
+            plugin.setup(self)
+
+        self.momentum_buffers: dict[int, torch.Tensor] = {}
+        self._fresh_buffer = torch.zeros_like(self.global_.params)
+        self.module_ranges = {
+            name: (segs[0].offset, segs[-1].offset + segs[-1].numel)
+            for name, segs in self.global_.param_groups_by_module().items()
+        }
+        head = next(s for s in self.global_.param_segments if s.name == "head.weight")
+        self.head_weight = (head.offset, head.numel, head.shape)
+
+    # -- construction -------------------------------------------------------------------
+    def _build_model(self, channels: int, size: int) -> FlatModel:
+        m = self.run["model"]
+        torch.manual_seed(derive_seed(self.seed, "init"))
+        module = build_model(m["name"], self.num_classes, channels, size, m["width"], **m["options"])
+        module = module.to(self.device)
+        if self.channels_last:
+            module = module.to(memory_format=torch.channels_last)
+        return FlatModel(module, channels_last=self.channels_last)
+
+    # -- one client ---------------------------------------------------------------------
+    def lr_at(self, round: int) -> float:
+        """Learning rate of round `round` (1-based): lr · decay^(round−1)."""
+        return self.training["lr"] * self.training["lr_decay"] ** (round - 1)
+
+    def local_steps(self, n: int) -> int:
+        t = self.training
+        if t["local_steps"]:
+            return int(t["local_steps"])
+        return t["local_epochs"] * len(batch_slices(n, t["batch_size"]))
+
+    def _momentum_buffer(self, client: int) -> torch.Tensor:
+        if self.training["keep_client_optimizer_state"]:
+            if client not in self.momentum_buffers:
+                self.momentum_buffers[client] = torch.zeros_like(self.global_.params)
+            return self.momentum_buffers[client]
+        return self._fresh_buffer.zero_()
+
+    def forward(self, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor) -> StepOutput:
+        """The task loss of one step: a plug-in's forward pass, or features → head → CE."""
+        for plugin in self.plugins:
+            out = plugin.forward(ctx, x, y)
+            if out is not None:
+                return out
+        features = ctx.model.features(x)
+        logits = ctx.model.head(features)
+        return StepOutput(features, logits, y, F.cross_entropy(logits, y), inputs=x)
+
+    def train_client(self, client: int, round: int, lr: float) -> tuple[ClientUpdate, torch.Tensor]:
+        """Local training of one client; returns its update and the summed step losses."""
+        t = self.training
+        work = self.work
+        work.load(self.global_.params, self.global_.buffers)
+        work.module.train()
+        torch.manual_seed(derive_seed(self.seed, "client", round, client))  # dropout etc.
+        gen = generator(self.device, self.seed, "batches", round, client)
+        idx = self.client_indices[client]
+        angles = None if self.client_angles is None else self.client_angles[client]
+        n = idx.numel()
+        ctx = ClientContext(
+            client=client, round=round, lr=lr, params=work.params, grads=work.grads,
+            buffers=work.buffers, global_params=self.global_.params,
+            global_buffers=self.global_.buffers, num_samples=n, model=work.module,
+        )
+        self.algorithm.client_begin(ctx)
+        for plugin in self.plugins:
+            plugin.client_begin(ctx)
+        buf = self._momentum_buffer(client)
+        momentum, wd = t["momentum"], t["weight_decay"]
+        total_steps = self.local_steps(n)
+        loss_sum = torch.zeros((), device=self.device)
+        while ctx.steps < total_steps:
+            perm = torch.randperm(n, device=self.device, generator=gen)
+            for sl in batch_slices(n, t["batch_size"]):
+                if ctx.steps == total_steps:
+                    break
+                take = perm[sl]
+                x = self.augmenter.train(self.x_train[idx[take]], gen,
+                                         None if angles is None else angles[take])
+                if self.channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                y = self.y_train[idx[take]]
+                work.zero_grad()
+                with self.autocast:
+                    out = self.forward(ctx, x, y)
+                    loss = out.loss
+                    for term in [self.algorithm.extra_loss(ctx, out),
+                                 *(p.extra_loss(ctx, out) for p in self.plugins)]:
+                        if term is not None:
+                            loss = loss + term
+                loss.backward()
+                with torch.no_grad():
+                    self.algorithm.correct_gradient(ctx)
+                    if t["max_grad_norm"]:
+                        torch.nn.utils.clip_grad_norm_(work.module.parameters(), t["max_grad_norm"])
+                    # SGD as torch.optim.SGD (dampening 0): d = g + λw; b ← μb + d; w ← w − ηb
+                    step = work.grads.add_(work.params, alpha=wd) if wd else work.grads
+                    if momentum:
+                        step = buf.mul_(momentum).add_(step)
+                    work.params.sub_(step, alpha=lr)
+                loss_sum += loss.detach().float()
+                ctx.steps += 1
+        update = ClientUpdate(client, work.params.clone(), work.buffers.clone(), n, ctx.steps)
+        self.algorithm.client_end(ctx, update)
+        for plugin in self.plugins:
+            plugin.client_end(ctx, update)
+        return update, loss_sum
+
+    # -- one round ----------------------------------------------------------------------
+    def clients_of_round(self, round: int) -> list[int]:
+        per_round = min(self.training["clients_per_round"], self.num_clients)
+        return sample_clients(self.seed, round, self.num_clients, per_round)
+
+    def run_round(self, round: int) -> RoundResult:
+        """Train the sampled clients, aggregate, and measure how far clients drifted."""
+        lr = self.lr_at(round)
+        clients = self.clients_of_round(round)
+        updates, losses, steps = [], torch.zeros((), device=self.device), 0
+        for k in clients:
+            update, loss_sum = self.train_client(k, round, lr)
+            updates.append(update)
+            losses += loss_sum
+            steps += update.steps
+        with torch.no_grad():
+            params, buffers = self.algorithm.aggregate(
+                round, self.global_.params, self.global_.buffers, updates
+            )
+            self.global_.load(params, buffers)
+            for plugin in self.plugins:
+                plugin.round_end(round)
+            diffs = torch.stack([u.params for u in updates]) - self.global_.params
+            drift = diffs.pow(2).sum(1).mean()
+            divergence = {name: diffs[:, a:b].norm(dim=1).mean()
+                          for name, (a, b) in self.module_ranges.items()}
+            off, numel, shape = self.head_weight
+            head_norms = {u.client: u.params[off:off + numel].view(shape).norm(dim=1)
+                          for u in updates}
+            finite = bool(torch.isfinite(losses) & torch.isfinite(self.global_.params).all())
+        return RoundResult(round, lr, clients, losses / max(steps, 1), drift, divergence,
+                           head_norms, updates, finite)
+
+    # -- evaluation ---------------------------------------------------------------------
+    def evaluate(self, batch_size: int = 512) -> tuple[float, float]:
+        """Test accuracy and mean test loss of the global model."""
+        return evaluate_model(self.global_.module, self.x_test, self.y_test, self.augmenter,
+                              batch_size, self.autocast)
+
+    def global_head_norms(self) -> torch.Tensor:
+        off, numel, shape = self.head_weight
+        return self.global_.params[off:off + numel].view(shape).norm(dim=1)
+
+    def state_dict_of(self, params: torch.Tensor, buffers: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A regular state dict (CPU) for flat vectors, via the working model."""
+        self.work.load(params, buffers)
+        return {k: v.detach().to("cpu", copy=True).contiguous()
+                for k, v in self.work.module.state_dict().items()}
+
+    def global_state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().to("cpu", copy=True).contiguous()
+                for k, v in self.global_.module.state_dict().items()}
+
+    # -- checkpoints --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training exactly where it stopped."""
+        return {
+            "global_state": self.global_.module.state_dict(),
+            "algorithm": self.algorithm.state_dict(),
+            "plugins": [p.state_dict() for p in self.plugins],
+            "momentum_buffers": self.momentum_buffers,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.global_.module.load_state_dict(state["global_state"])  # copies into the flat views
+        self.algorithm.load_state_dict(_to(state["algorithm"], self.device))
+        for plugin, ps in zip(self.plugins, state["plugins"]):
+            plugin.load_state_dict(_to(ps, self.device))
+        self.momentum_buffers = {int(k): v.to(self.device)
+                                 for k, v in state["momentum_buffers"].items()}
+
+
+def _to(obj: Any, device: torch.device) -> Any:
+    """Move every tensor inside nested dicts/lists to `device`."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to(v, device) for v in obj]
+    return obj
+

@@ -1,0 +1,681 @@
+"""Paper configs → run settings (torch-free).
+
+A paper config (`config/papers/<paper>.yaml`) describes each table and figure as one or more
+*grids*: named axes whose values are patches of run settings, on top of a *protocol* (the paper's
+base settings, its vocabulary of axis values and per-cell look-up tables such as a learning-rate
+table). A scale config (`config/scales/<scale>.yaml`) then maps the paper-scale settings onto what
+runs at that scale (stand-in datasets, narrower models, fewer rounds).
+
+`load_experiment` expands everything into cells (one per table or figure position) and runs (one
+per distinct resolved run, shared by every cell that needs it). The Snakemake workflow
+(`workflow/rules/common.smk`) and the package use this one resolver; it must stay importable
+without torch so that the DAG builds in seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from fedhet.config import (
+    ALGORITHM_PARAMS,
+    IMPLEMENTATION_VERSIONS,
+    ConfigError,
+    load_yaml,
+    resolve_run,
+    run_id,
+)
+
+PAPERS = ("vhl", "fedlgd", "fedimpro", "ccvr", "fedbr")
+SCALES = ("demo", "small", "paper")
+
+# Names the package registers (kept here so the DAG needs no torch; tests/test_experiments.py
+# checks them against the package registries when those import).
+DATASET_NAMES = (
+    "cifar10",
+    "cifar100",
+    "cinic10",
+    "digits10",
+    "digits100",
+    "fmnist",
+    "mnist",
+    "svhn",
+    "tinyimagenet",
+    "usps",
+)
+MODEL_NAMES = (
+    "cnn4",
+    "convnet",
+    "mobilenetv2",
+    "resnet10",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "simplecnn",
+    "vgg11",
+    "vgg9",
+)
+PARTITION_SCHEMES = (
+    "dirichlet",
+    "dirichlet_client",
+    "domain",
+    "iid",
+    "nclass",
+    "rotation",
+    "subset",
+)
+# Plug-ins the papers use. One counts as implemented once the package lists it in
+# fedhet.config.IMPLEMENTATION_VERSIONS; until then its cells are "pending" (no run, empty cell).
+KNOWN_PLUGINS = ("vhl", "fedimpro", "fedbr", "fedlgd", "clsnorm", "clsprox")
+
+TABLE_KINDS = ("accuracy", "rounds_to_target", "settings")
+FIGURE_KINDS = ("curve",)
+# Metrics a table can show and where they come from.
+RUN_METRICS = ("acc", "last_acc", "top5_acc")  # from final.json (percent)
+DERIVED_METRICS = ("rounds", "speedup")  # from metrics.jsonl and the table's target
+CURVE_METRICS = ("test_acc", "test_loss", "train_loss", "client_drift", "lr")
+
+
+class ExperimentError(ConfigError):
+    """A paper, scale or workflow config is wrong; the message names the file and the key."""
+
+    def __init__(self, file: str | Path, key: str, message: str) -> None:
+        self.file = str(file)
+        self.key = key
+        super().__init__(f"{file}: '{key}': {message}")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` updated by `patch`; mappings merge recursively, everything else is replaced."""
+    out = copy.deepcopy(dict(base))
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def set_path(target: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a nested dict, creating the mappings on the way."""
+    keys = dotted.split(".")
+    node = target
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = copy.deepcopy(value)
+
+
+def get_path(source: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
+    node: Any = source
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return default
+        node = node[key]
+    return node
+
+
+def short_hash(obj: Any, length: int = 6) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
+def plugin_available(name: str) -> bool:
+    return name in IMPLEMENTATION_VERSIONS
+
+
+def parse_reference(value: Any) -> tuple[float | None, float | None]:
+    """A transcribed paper value → (value, std). `Nan` (never reached / diverged) → nan;
+    null (not printed) → None; `[mean, std]` → both."""
+    if value is None:
+        return None, None
+    if isinstance(value, list | tuple):
+        mean, std = (list(value) + [None])[:2]
+        return parse_reference(mean)[0], parse_reference(std)[0]
+    if isinstance(value, str):
+        if value.strip().lower() == "nan":
+            return math.nan, None
+        return float(value), None
+    return float(value), None
+
+
+# ----------------------------------------------------------------------------- data classes
+
+
+@dataclass
+class Cell:
+    """One position of a table or figure: its labels, the runs behind it (one per seed)."""
+
+    paper: str
+    item: str  # table or figure id, e.g. "t1", "fig3a"
+    grid: int
+    labels: dict[str, str]  # axis → vocabulary key
+    display: dict[str, str]  # axis → printed label
+    row: str
+    column: str
+    metrics: list[str]
+    run_ids: list[str] = field(default_factory=list)  # one per seed, empty when pending
+    pending: str | None = None  # why no run exists yet
+    reference: dict[str, Any] = field(default_factory=dict)  # metric → transcribed value
+    settings: dict[str, Any] = field(default_factory=dict)  # resolved run (first seed)
+
+    def key(self) -> dict[str, Any]:
+        return {
+            "grid": self.grid,
+            "labels": self.labels,
+            "display": self.display,
+            "row": self.row,
+            "column": self.column,
+            "metrics": self.metrics,
+            "run_ids": self.run_ids,
+            "pending": self.pending,
+            "reference": self.reference,
+        }
+
+
+@dataclass
+class Item:
+    """A table or figure of one paper, expanded."""
+
+    paper: str
+    id: str
+    kind: str
+    is_figure: bool
+    spec: dict[str, Any]
+    cells: list[Cell]
+
+    @property
+    def target(self) -> str:
+        return f"{self.paper}_{self.id}"
+
+    def run_ids(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for cell in self.cells:
+            for rid in cell.run_ids:
+                seen[rid] = None
+        return list(seen)
+
+    def payload(self) -> dict[str, Any]:
+        """Everything a table/figure script needs (passed as Snakemake params)."""
+        return {
+            "paper": self.paper,
+            "id": self.id,
+            "kind": self.kind,
+            "spec": self.spec,
+            "cells": [c.key() for c in self.cells],
+        }
+
+
+@dataclass
+class Experiment:
+    """All cells and runs of the selected papers at one scale."""
+
+    scale: str
+    scale_config: dict[str, Any]
+    seeds: list[int]
+    papers: dict[str, dict[str, Any]]  # paper → loaded config
+    items: dict[str, Item]  # "<paper>_<id>" → item
+    runs: dict[str, dict[str, Any]]  # run id → resolved run
+    datasets: dict[str, dict[str, Any]]  # dataset key → {name, options}
+    run_dataset: dict[str, str]  # run id → dataset key
+
+    def items_of(self, paper: str) -> list[Item]:
+        return [item for item in self.items.values() if item.paper == paper]
+
+    def claims(self) -> list[dict[str, Any]]:
+        out = []
+        for paper, cfg in self.papers.items():
+            for claim in cfg.get("claims", []) or []:
+                out.append({"paper": paper, **claim})
+        return out
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+class _Loader:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.cache: dict[str, dict[str, Any]] = {}
+
+    def paper_file(self, paper: str) -> Path:
+        return self.root / "config" / "papers" / f"{paper}.yaml"
+
+    def paper(self, paper: str, referenced_from: str | None = None) -> dict[str, Any]:
+        if paper not in self.cache:
+            path = self.paper_file(paper)
+            if paper not in PAPERS or not path.exists():
+                where = referenced_from or "config/config.yaml"
+                raise ExperimentError(
+                    where, "papers", f"unknown paper '{paper}'; valid: {', '.join(PAPERS)}"
+                )
+            data = load_yaml(str(path))
+            if data.get("paper") != paper:
+                raise ExperimentError(path, "paper", f"must be '{paper}', got {data.get('paper')!r}")
+            self.cache[paper] = data
+        return self.cache[paper]
+
+    def protocol(self, paper: str, name: str, file: str, stack: tuple = ()) -> dict[str, Any]:
+        """A protocol with its `extends` chain merged. `name` may be `<paper>/<protocol>`."""
+        if "/" in name:
+            paper, name = name.split("/", 1)
+        cfg = self.paper(paper, referenced_from=file)
+        protocols = cfg.get("protocols") or {}
+        if name not in protocols:
+            raise ExperimentError(
+                self.paper_file(paper),
+                f"protocols.{name}",
+                f"unknown protocol; valid: {', '.join(sorted(protocols))}",
+            )
+        if (paper, name) in stack:
+            raise ExperimentError(self.paper_file(paper), f"protocols.{name}.extends", "cycle")
+        proto = protocols[name] or {}
+        base: dict[str, Any] = {"settings": {}, "values": {}, "defaults": {}, "lookups": []}
+        if proto.get("extends"):
+            base = self.protocol(
+                paper, proto["extends"], str(self.paper_file(paper)), stack + ((paper, name),)
+            )
+        merged = {
+            "settings": deep_merge(base["settings"], proto.get("settings") or {}),
+            "values": copy.deepcopy(base["values"]),
+            "defaults": {**base["defaults"], **(proto.get("defaults") or {})},
+            # look-up tables are not inherited: a protocol that extends another one states its
+            # own per-cell values (a silently inherited learning rate would be a wrong cell)
+            "lookups": list(proto.get("lookups") or []),
+            "file": str(self.paper_file(paper)),
+            "name": f"{paper}/{name}",
+        }
+        for axis, values in (proto.get("values") or {}).items():
+            merged["values"].setdefault(axis, {}).update(values or {})
+        return merged
+
+
+def _vocab_entry(proto: dict[str, Any], axis: str, key: str, file: str, where: str):
+    values = proto["values"].get(axis)
+    if values is None:
+        raise ExperimentError(
+            file,
+            where,
+            f"axis '{axis}' has no values in protocol {proto['name']}; "
+            f"valid axes: {', '.join(sorted(proto['values']))}",
+        )
+    if key not in values:
+        raise ExperimentError(
+            file,
+            where,
+            f"unknown {axis} '{key}' in protocol {proto['name']}; valid: {', '.join(values)}",
+        )
+    entry = values[key] or {}
+    return entry.get("label", key), entry.get("set") or {}
+
+
+def _lookup(
+    values: Mapping[str, Any], by: list[str], labels: Mapping[str, str], axes_keys: dict
+) -> tuple[bool, Any]:
+    node: Any = values
+    for axis in by:
+        label = labels.get(axis)
+        if not isinstance(node, Mapping) or label not in node:
+            return False, None
+        node = node[label]
+    return True, node
+
+
+def _check_lookup_keys(lookup: dict, proto: dict[str, Any], file: str, where: str) -> None:
+    """Every key of a look-up table must be a vocabulary key (catches typos)."""
+
+    def walk(node: Any, depth: int, path: str) -> None:
+        if depth == len(lookup["by"]):
+            return
+        axis = lookup["by"][depth]
+        valid = proto["values"].get(axis, {})
+        if not isinstance(node, Mapping):
+            raise ExperimentError(file, f"{where}{path}", f"expected a mapping keyed by {axis}")
+        for key, child in node.items():
+            if key not in valid:
+                raise ExperimentError(
+                    file,
+                    f"{where}{path}.{key}",
+                    f"unknown {axis} '{key}'; valid: {', '.join(valid)}",
+                )
+            walk(child, depth + 1, f"{path}.{key}")
+
+    walk(lookup.get("values") or {}, 0, "")
+
+
+# ----------------------------------------------------------------------------- scale
+
+
+def apply_scale(paper_run: dict[str, Any], scale: dict[str, Any], file: str) -> dict[str, Any]:
+    """Map paper-scale settings onto the scale (stand-ins, widths, rounds); see
+    config/scales/*.yaml for the meaning of each key."""
+    run = copy.deepcopy(paper_run)
+    ds = run.setdefault("dataset", {})
+    name = ds.get("name", "digits10")
+    mapping = (scale.get("datasets") or {}).get(name)
+    if mapping:
+        ds["name"] = mapping.get("name", name)
+        ds["options"] = deep_merge(ds.get("options") or {}, mapping.get("options") or {})
+    model = run.setdefault("model", {})
+    mname = model.get("name", "simplecnn")
+    mmap = (scale.get("models") or {}).get(mname)
+    if mmap:
+        model["name"] = mmap.get("name", mname)
+        if "width" in mmap:
+            model["width"] = mmap["width"]
+        model["options"] = deep_merge(model.get("options") or {}, mmap.get("options") or {})
+    rounds_cfg = scale.get("rounds") or {}
+    training = run.setdefault("training", {})
+    paper_rounds = training.get("rounds", 10)
+    factor = rounds_cfg.get("factor", 1.0)
+    rounds = max(int(rounds_cfg.get("min", 1)), int(round(paper_rounds * factor)))
+    if rounds_cfg.get("max"):
+        rounds = min(rounds, int(rounds_cfg["max"]))
+    rounds = min(rounds, paper_rounds) if factor <= 1 else rounds
+    training["rounds"] = rounds
+    decay = training.get("lr_decay", 1.0)
+    if rounds_cfg.get("rescale_lr_decay", False) and decay != 1.0 and rounds != paper_rounds:
+        # keep the lr at the last round what the paper's schedule reaches at its last round
+        training["lr_decay"] = round(decay ** (paper_rounds / rounds), 6)
+    run = deep_merge(run, scale.get("set") or {})
+    run["runtime"] = deep_merge(run.get("runtime") or {}, scale.get("runtime") or {})
+    return run
+
+
+def dataset_key(run: Mapping[str, Any]) -> str:
+    """File-name key of a dataset variant (name + options)."""
+    ds = run["dataset"]
+    options = ds.get("options") or {}
+    if not options:
+        return ds["name"]
+    return f"{ds['name']}-{short_hash(options)}"
+
+
+def dataset_epochs(run: Mapping[str, Any]) -> float:
+    """Training work in passes over the whole training set (for runtime estimates)."""
+    t = run["training"]
+    if t["centralized"]:
+        return float(t["rounds"] * t["local_epochs"])
+    share = t["clients_per_round"] / max(1, run["partition"]["num_clients"])
+    return float(t["rounds"] * t["local_epochs"] * share)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _check_names(run: dict[str, Any], file: str, where: str) -> None:
+    checks = (
+        ("dataset.name", run["dataset"]["name"], DATASET_NAMES, "dataset"),
+        ("model.name", run["model"]["name"], MODEL_NAMES, "model"),
+        ("partition.scheme", run["partition"]["scheme"], PARTITION_SCHEMES, "partition scheme"),
+        ("algorithm.name", run["algorithm"]["name"], tuple(ALGORITHM_PARAMS), "algorithm"),
+    )
+    for key, value, valid, kind in checks:
+        if value not in valid:
+            raise ExperimentError(
+                file, f"{where} → {key}", f"unknown {kind} '{value}'; valid: {', '.join(valid)}"
+            )
+    for plugin in run.get("plugins") or []:
+        if plugin.get("name") not in KNOWN_PLUGINS:
+            raise ExperimentError(
+                file,
+                f"{where} → plugins",
+                f"unknown plug-in '{plugin.get('name')}'; valid: {', '.join(KNOWN_PLUGINS)}",
+            )
+
+
+def _axes_of(grid: dict[str, Any], file: str, where: str) -> list[tuple[str, list[str]]]:
+    axes = []
+    for axis, values in (grid.get("axes") or {}).items():
+        if isinstance(values, str):
+            values = [values]
+        if not isinstance(values, list) or not values:
+            raise ExperimentError(file, f"{where}.axes.{axis}", "must be a non-empty list")
+        axes.append((axis, [str(v) for v in values]))
+    return axes
+
+
+def _row_column(
+    grid: dict[str, Any], spec: dict[str, Any], display: dict[str, str], axes: list
+) -> tuple[str, str]:
+    names = [a for a, _ in axes]
+    rows = grid.get("rows", [a for a in spec.get("rows", []) if a in names])
+    cols = grid.get("columns", [a for a in spec.get("columns", []) if a in names])
+    row_parts = [display[a] for a in rows]
+    if grid.get("row_label"):
+        row_parts.append(str(grid["row_label"]))
+    col_parts = [display[a] for a in cols]
+    if grid.get("column_label"):
+        col_parts.append(str(grid["column_label"]))
+    return " · ".join(row_parts), " · ".join(col_parts)
+
+
+def _reference_for(grid: dict[str, Any], spec: dict, labels: dict[str, str], axes: list, metrics):
+    """Transcribed paper values of one cell: grid `reference` nested by row axes, column axes,
+    then metric (the metric level is left out when the grid shows one metric)."""
+    ref = grid.get("reference")
+    if ref is None:
+        return {}
+    names = [a for a, _ in axes]
+    rows = grid.get("rows", [a for a in spec.get("rows", []) if a in names])
+    cols = grid.get("columns", [a for a in spec.get("columns", []) if a in names])
+    node: Any = ref
+    for axis in [*rows, *cols]:
+        if not isinstance(node, Mapping) or labels[axis] not in node:
+            return {}
+        node = node[labels[axis]]
+    if len(metrics) == 1 and not (isinstance(node, Mapping) and metrics[0] in node):
+        return {metrics[0]: node}
+    if not isinstance(node, Mapping):
+        return {}
+    return {m: node[m] for m in metrics if m in node}
+
+
+# ----------------------------------------------------------------------------- expansion
+
+
+def expand_item(
+    loader: _Loader,
+    paper: str,
+    item_id: str,
+    spec: dict[str, Any],
+    is_figure: bool,
+    scale: dict[str, Any],
+    seeds: list[int],
+    runs: dict[str, dict[str, Any]],
+) -> Item:
+    file = str(loader.paper_file(paper))
+    section = "figures" if is_figure else "tables"
+    base = f"{section}.{item_id}"
+    kind = spec.get("kind", "curve" if is_figure else "accuracy")
+    valid_kinds = FIGURE_KINDS if is_figure else TABLE_KINDS
+    if kind not in valid_kinds:
+        raise ExperimentError(
+            file, f"{base}.kind", f"unknown kind '{kind}'; valid: {', '.join(valid_kinds)}"
+        )
+    default_metrics = [spec["metric"]] if is_figure else spec.get("metrics", ["acc"])
+    cells: list[Cell] = []
+    for g, grid in enumerate(spec.get("grids") or []):
+        where = f"{base}.grids[{g}]"
+        proto_name = grid.get("protocol", spec.get("protocol"))
+        if not proto_name:
+            raise ExperimentError(file, f"{where}.protocol", "missing (set it on the grid or table)")
+        if "/" not in proto_name:
+            proto_name = f"{paper}/{proto_name}"
+        proto = loader.protocol(paper, proto_name, file)
+        for li, lookup in enumerate(proto["lookups"]):
+            _check_lookup_keys(lookup, proto, proto["file"], f"lookups[{li}]({lookup['key']})")
+        axes = _axes_of(grid, file, where)
+        metrics = grid.get("metrics", default_metrics)
+        for combo in product(*[values for _, values in axes]):
+            labels: dict[str, str] = dict(proto["defaults"])
+            labels.update({axis: value for (axis, _), value in zip(axes, combo, strict=True)})
+            display: dict[str, str] = {}
+            patch: dict[str, Any] = deep_merge(proto["settings"], grid.get("set") or {})
+            for axis, value in labels.items():
+                label, vpatch = _vocab_entry(proto, axis, value, file, f"{where}.axes.{axis}")
+                display[axis] = str(label)
+                patch = deep_merge(patch, vpatch)
+            for lookup in proto["lookups"]:
+                found, value = _lookup(lookup.get("values") or {}, lookup["by"], labels, {})
+                if found:
+                    set_path(patch, lookup["key"], value)
+                elif not lookup.get("partial", False):
+                    missing = ".".join(labels.get(a, "?") for a in lookup["by"])
+                    raise ExperimentError(
+                        proto["file"],
+                        f"lookups({lookup['key']}).values.{missing}",
+                        f"no value for this cell of {paper} {item_id}",
+                    )
+            row, column = _row_column(grid, spec, display, axes)
+            cell = Cell(
+                paper=paper,
+                item=item_id,
+                grid=g,
+                labels=labels,
+                display=display,
+                row=row,
+                column=column,
+                metrics=list(metrics),
+                reference=_reference_for(grid, spec, labels, axes, metrics),
+            )
+            pending = [
+                p.get("name") for p in patch.get("plugins") or [] if not plugin_available(p.get("name"))
+            ]
+            for s_i, seed in enumerate(seeds):
+                scaled = apply_scale({**patch, "seed": seed}, scale, file)
+                try:
+                    resolved = resolve_run(scaled)
+                except ConfigError as err:
+                    raise ExperimentError(
+                        file, f"{where} cell {labels}", f"{err} (after applying the scale)"
+                    ) from None
+                _check_names(resolved, file, f"{where} cell {labels}")
+                if s_i == 0:
+                    cell.settings = resolved
+                if pending or kind == "settings":
+                    continue
+                rid = run_id(resolved)
+                runs.setdefault(rid, resolved)
+                cell.run_ids.append(rid)
+            if pending and kind != "settings":
+                cell.pending = f"method not implemented yet: {', '.join(pending)}"
+            cells.append(cell)
+    if not cells:
+        raise ExperimentError(file, f"{base}.grids", "no grids: a table or figure needs one")
+    return Item(paper=paper, id=item_id, kind=kind, is_figure=is_figure, spec=spec, cells=cells)
+
+
+def load_scale(root: Path, scale: str) -> dict[str, Any]:
+    path = Path(root) / "config" / "scales" / f"{scale}.yaml"
+    if not path.exists():
+        valid = sorted(p.stem for p in (Path(root) / "config" / "scales").glob("*.yaml"))
+        raise ExperimentError(
+            "config/config.yaml", "scale", f"unknown scale '{scale}'; valid: {', '.join(valid)}"
+        )
+    data = load_yaml(str(path))
+    for key, kind, valid in (("datasets", "dataset", DATASET_NAMES), ("models", "model", MODEL_NAMES)):
+        for src, dst in (data.get(key) or {}).items():
+            for name in (src, (dst or {}).get("name", src)):
+                if name not in valid:
+                    raise ExperimentError(
+                        path, f"{key}.{src}", f"unknown {kind} '{name}'; valid: {', '.join(valid)}"
+                    )
+    return data
+
+
+def load_experiment(
+    config: Mapping[str, Any],
+    root: str | Path = ".",
+    papers: Iterable[str] | None = None,
+    include_ci: bool = True,
+) -> Experiment:
+    """Expand the workflow config (`config/config.yaml` plus overrides) into cells and runs.
+
+    `papers` defaults to every paper with a config file, so targets such as `snakemake ccvr`
+    exist even when `config['papers']` (what `snakemake` builds by default) leaves it out.
+    """
+    root = Path(root)
+    scale_name = str(config.get("scale", "demo"))
+    scale = load_scale(root, scale_name)
+    seeds = config.get("seeds") or scale.get("seeds") or [0]
+    seeds = [int(s) for s in seeds]
+    loader = _Loader(root)
+    selected = list(papers) if papers is not None else list(PAPERS)
+    for paper in config.get("papers") or []:
+        loader.paper(paper)  # unknown names fail here, listing the valid ones
+    items: dict[str, Item] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    loaded: dict[str, dict[str, Any]] = {}
+    for paper in selected:
+        if not loader.paper_file(paper).exists():
+            continue
+        cfg = loader.paper(paper)
+        loaded[paper] = cfg
+        for section, is_figure in (("tables", False), ("figures", True)):
+            for item_id, spec in (cfg.get(section) or {}).items():
+                item = expand_item(loader, paper, item_id, spec, is_figure, scale, seeds, runs)
+                items[item.target] = item
+        for ci, claim in enumerate(cfg.get("claims") or []):
+            for side in ("better", "than"):
+                table = (claim.get(side) or {}).get("table")
+                if f"{paper}_{table}" not in items:
+                    raise ExperimentError(
+                        loader.paper_file(paper),
+                        f"claims[{ci}].{side}.table",
+                        f"unknown table '{table}'; valid: "
+                        + ", ".join(i.id for i in items.values() if i.paper == paper),
+                    )
+    datasets: dict[str, dict[str, Any]] = {}
+    run_dataset: dict[str, str] = {}
+    for rid, run in runs.items():
+        key = dataset_key(run)
+        datasets.setdefault(key, {"name": run["dataset"]["name"], "options": run["dataset"]["options"]})
+        run_dataset[rid] = key
+    return Experiment(
+        scale=scale_name,
+        scale_config=scale,
+        seeds=seeds,
+        papers=loaded,
+        items=items,
+        runs=runs,
+        datasets=datasets,
+        run_dataset=run_dataset,
+    )
+
+
+def ci_selection(exp: Experiment, ci: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The `ci` target: whole items plus the runs of selected cells (`config.yaml` → ci)."""
+    items = []
+    for name in ci.get("targets") or []:
+        if name not in exp.items:
+            raise ExperimentError(
+                "config/config.yaml",
+                "ci.targets",
+                f"unknown target '{name}'; valid: {', '.join(sorted(exp.items))}",
+            )
+        items.append(name)
+    run_ids: dict[str, None] = {}
+    for i, sel in enumerate(ci.get("cells") or []):
+        name = sel.get("target")
+        if name not in exp.items:
+            raise ExperimentError(
+                "config/config.yaml",
+                f"ci.cells[{i}].target",
+                f"unknown target '{name}'; valid: {', '.join(sorted(exp.items))}",
+            )
+        where = sel.get("where") or {}
+        for cell in exp.items[name].cells:
+            if all(cell.labels.get(k) == str(v) for k, v in where.items()):
+                for rid in cell.run_ids:
+                    run_ids[rid] = None
+    return items, list(run_ids)

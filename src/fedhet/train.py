@@ -1,0 +1,201 @@
+"""Train one federated run from its settings and write its results.
+
+Outputs in `out/`: resolved.yaml, metrics.jsonl, final.json, model.pt, classifier_norms.jsonl
+and the optional snapshots. A checkpoint in `ckpt_dir` (outside the outputs a workflow
+declares, so a failed job's cleanup does not delete it) lets the same command resume.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import fedhet
+from fedhet import atomic
+from fedhet.config import ConfigError, resolve_run, run_hash, run_id
+from fedhet.data import load_dataset
+from fedhet.engine.federation import Federation, RoundResult
+from fedhet.partition import load_or_make_partition
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def pick_device(spec: str) -> torch.device:
+    """`auto` → the first visible CUDA device, else CPU; anything else is taken literally."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(spec)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"runtime.device is '{spec}' but no CUDA device is visible; use 'cpu' or 'auto'")
+    return device
+
+
+def git_commit() -> str | None:
+    """The commit of the source tree the package runs from, if it is a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(fedhet.__file__).parent,
+            capture_output=True, text=True, timeout=5, check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance(run: dict[str, Any], device: torch.device, data: Any) -> dict[str, Any]:
+    """What ran where: recorded next to the results, not part of the run's identity."""
+    return {
+        "run_id": run_id(run),
+        "run_hash": run_hash(run),
+        "fedhet_version": fedhet.__version__,
+        "git_commit": git_commit(),
+        "torch_version": str(torch.__version__),
+        "python_version": platform.python_version(),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "hostname": platform.node(),
+        "dataset_checksum": data.checksum,
+        "stands_in_for": data.stands_in_for,
+    }
+
+
+def summarize(history: list[dict[str, Any]], status: str, rounds_trained: int,
+              diverged_round: int | None) -> dict[str, Any]:
+    """final.json: best (VHL, FedImpro), last (CCVR) and mean-of-5-best (FedBR) accuracy."""
+    accs = [row["test_acc"] for row in history]
+    best = int(np.argmax(accs)) if accs else None
+    return {
+        "status": status,
+        "rounds_trained": rounds_trained,
+        "diverged_round": diverged_round,
+        "best_acc": accs[best] if accs else None,
+        "best_round": history[best]["round"] if accs else None,
+        "last_acc": accs[-1] if accs else None,
+        "last_round": history[-1]["round"] if accs else None,
+        "top5_mean_acc": float(np.mean(sorted(accs)[-5:])) if accs else None,
+    }
+
+
+def client_partition(run: dict[str, Any], data: Any) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Each client's training indices (and per-sample rotation angles, if any)."""
+    if run["training"]["centralized"]:
+        return [np.arange(len(data.y_train))], None
+    part = load_or_make_partition(data, run["partition"], run["seed"])
+    return part.client_indices, part.client_angles
+
+
+def _metrics_row(result: RoundResult, acc: float, loss: float, seconds: float) -> dict[str, Any]:
+    return {
+        "round": result.round,
+        "test_acc": acc,
+        "test_loss": loss,
+        "train_loss": result.train_loss.item(),
+        "lr": result.lr,
+        "seconds": round(seconds, 3),
+        "client_drift": result.client_drift.item(),
+        "weight_divergence": {k: v.item() for k, v in result.weight_divergence.items()},
+    }
+
+
+def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None,
+          log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
+          keep_checkpoint: bool = False, stop_after: int | None = None) -> dict[str, Any]:
+    """Train (or resume) the run `given` and write its outputs into `out`.
+
+    `stop_after` ends the process's work after that round as if it were killed there
+    (a checkpoint is written); used to test and demonstrate resuming.
+    """
+    run = resolve_run(given)
+    rt = run["runtime"]
+    if rt["threads"]:
+        torch.set_num_threads(int(rt["threads"]))
+    device = pick_device(rt["device"])
+    out = Path(out)
+    ckpt_path = Path(ckpt_dir) / CHECKPOINT if ckpt_dir else None
+
+    d = run["dataset"]
+    data = load_dataset(d["name"], d["root"], d["options"])
+    indices, angles = client_partition(run, data)
+    fed = Federation(run, data, indices, device, angles)
+    rid, rhash = run_id(run), run_hash(run)
+
+    start_round, history, norms, seconds = 1, [], [], 0.0
+    if ckpt_path and ckpt_path.exists():
+        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        if ckpt["run_hash"] != rhash:
+            raise ConfigError(
+                f"{ckpt_path} holds a checkpoint of run {ckpt['run_id']}, not {rid}; "
+                "delete it or pass another --ckpt-dir"
+            )
+        fed.load_state_dict(ckpt["federation"])
+        start_round, history, norms, seconds = (
+            ckpt["round"] + 1, ckpt["history"], ckpt["norms"], ckpt["seconds"]
+        )
+        log(f"resuming {rid} from round {ckpt['round']} ({ckpt_path})")
+
+    atomic.write_yaml(out / "resolved.yaml", {**run, "provenance": provenance(run, device, data)})
+    t = run["training"]
+    rounds = t["rounds"]
+    status, diverged_round, last_round = "completed", None, start_round - 1
+    began = time.perf_counter() - seconds
+
+    def checkpoint(r: int) -> None:
+        if ckpt_path is None:
+            return
+        atomic.torch_save(ckpt_path, {
+            "run_id": rid, "run_hash": rhash, "round": r, "federation": fed.state_dict(),
+            "history": history, "norms": norms, "seconds": time.perf_counter() - began,
+        })
+        atomic.write_jsonl(out / "metrics.jsonl", history)
+
+    for r in range(start_round, rounds + 1):
+        result = fed.run_round(r)
+        last_round = r
+        if not result.finite:
+            status, diverged_round = "diverged", r
+            log(f"round {r}: loss or weights are not finite; run ends as diverged")
+            break
+        if r % run["eval"]["every"] == 0 or r == rounds:
+            acc, loss = fed.evaluate(run["eval"]["batch_size"])
+            row = _metrics_row(result, acc, loss, time.perf_counter() - began)
+            history.append(row)
+            norms.append({
+                "round": r,
+                "global": fed.global_head_norms().tolist(),
+                "clients": {str(k): v.tolist() for k, v in result.client_head_norms.items()},
+            })
+            if r % rt["log_every"] == 0 or r == rounds:
+                log(f"{rid} round {r}/{rounds} acc {acc:.4f} test_loss {loss:.4f} "
+                    f"train_loss {row['train_loss']:.4f} drift {row['client_drift']:.4g} "
+                    f"{row['seconds']:.1f}s")
+        if r in rt["snapshot_rounds"]:
+            atomic.torch_save(out / "snapshots" / f"round_{r}.pt", fed.global_state_dict())
+        if r in rt["save_client_models"]:
+            for u in result.updates:
+                atomic.torch_save(out / "clients" / f"round_{r}" / f"client_{u.client}.pt",
+                                  fed.state_dict_of(u.params, u.buffers))
+        if r % rt["checkpoint_every"] == 0 and r < rounds:
+            checkpoint(r)
+        if stop_after is not None and r >= stop_after and r < rounds:
+            checkpoint(r)
+            log(f"stopped after round {r} as asked; rerun to resume")
+            return {"status": "stopped", "rounds_trained": r}
+
+    final = summarize(history, status, last_round, diverged_round)
+    final["run_id"] = rid
+    atomic.write_jsonl(out / "metrics.jsonl", history)
+    atomic.write_jsonl(out / "classifier_norms.jsonl", norms)
+    atomic.torch_save(out / "model.pt", fed.global_state_dict())
+    atomic.write_json(out / "final.json", final)
+    if ckpt_path and ckpt_path.exists() and not keep_checkpoint:
+        ckpt_path.unlink()
+    return final
