@@ -67,10 +67,13 @@ def cmd_run_id(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare_data(args: argparse.Namespace) -> int:
-    from fedhet.data import prepare_dataset
+    from fedhet.data import DATASETS, prepare_dataset
 
     options = dict(args.options or {})
     if args.download:
+        if "download" not in DATASETS.get(args.dataset).options:
+            raise ConfigError(f"dataset '{args.dataset}' is not downloaded; "
+                              f"see `python -m fedhet.data list` for how it is obtained")
         options["download"] = True
     print(prepare_dataset(args.dataset, args.root, options))
     return 0
@@ -201,9 +204,9 @@ def _is_user_error(err: Exception) -> bool:
     if isinstance(err, (ConfigError, KeyError, ValueError, FileNotFoundError)):
         return True
     if isinstance(err, RuntimeError):
-        from fedhet.data import DatasetNotAvailable
+        from fedhet.data import CacheError, DatasetNotAvailable
 
-        return isinstance(err, DatasetNotAvailable)
+        return isinstance(err, (CacheError, DatasetNotAvailable))
     return False
 
 

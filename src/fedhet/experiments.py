@@ -44,6 +44,7 @@ DATASET_NAMES = (
     "cinic10",
     "digits10",
     "digits100",
+    "digits_domains",
     "fmnist",
     "mnist",
     "svhn",
@@ -62,6 +63,8 @@ MODEL_NAMES = (
     "vgg11",
     "vgg9",
 )
+# Offline stand-ins (built locally, nothing to download).
+STANDIN_DATASETS = ("digits10", "digits100", "digits_domains")
 PARTITION_SCHEMES = (
     "dirichlet",
     "dirichlet_client",
@@ -167,6 +170,7 @@ class Cell:
     pending: str | None = None  # why no run exists yet
     reference: dict[str, Any] = field(default_factory=dict)  # metric → transcribed value
     settings: dict[str, Any] = field(default_factory=dict)  # resolved run (first seed)
+    values: dict[str, Any] = field(default_factory=dict)  # settings tables: metric → setting
 
     def key(self) -> dict[str, Any]:
         return {
@@ -179,6 +183,7 @@ class Cell:
             "run_ids": self.run_ids,
             "pending": self.pending,
             "reference": self.reference,
+            "values": self.values,
         }
 
 
@@ -227,6 +232,8 @@ class Experiment:
     runs: dict[str, dict[str, Any]]  # run id → resolved run
     datasets: dict[str, dict[str, Any]]  # dataset key → {name, options}
     run_dataset: dict[str, str]  # run id → dataset key
+    partitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → partition job
+    run_partition: dict[str, str] = field(default_factory=dict)  # run id → partition key
 
     def items_of(self, paper: str) -> list[Item]:
         return [item for item in self.items.values() if item.paper == paper]
@@ -400,6 +407,48 @@ def dataset_key(run: Mapping[str, Any]) -> str:
     return f"{ds['name']}-{short_hash(options)}"
 
 
+PARTITION_FLAGS = ("scheme", "num_clients", "alpha", "classes_per_client", "min_size", "cap")
+
+
+def partition_job(run: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The partition file a run trains on, as its own job: (key, settings for `fedhet
+    partition`). None for centralized runs (no partition) and for scheme options the
+    command line cannot pass (the run then builds its partition itself, cached)."""
+    if run["training"]["centralized"]:
+        return None
+    part = run["partition"]
+    if part.get("options"):
+        return None
+    settings = {k: part.get(k) for k in PARTITION_FLAGS}
+    key_src = {"dataset": dataset_key(run), "partition": settings, "seed": run["seed"]}
+    key = f"{dataset_key(run)}-{part['scheme']}-n{part['num_clients']}-{short_hash(key_src, 8)}"
+    key = f"{key}-s{run['seed']}"
+    job = {
+        "dataset_key": dataset_key(run),
+        "dataset": run["dataset"]["name"],
+        "options": run["dataset"]["options"],
+        "seed": run["seed"],
+        **settings,
+    }
+    return key, job
+
+
+def partition_args(job: Mapping[str, Any]) -> str:
+    """Command-line flags of `fedhet partition` for a partition job (see `partition_job`)."""
+    args = [
+        f"--scheme {job['scheme']}",
+        f"--clients {job['num_clients']}",
+        f"--alpha {job['alpha']}",
+        f"--classes-per-client {job['classes_per_client']}",
+    ]
+    if job.get("min_size") is not None:
+        args.append(f"--min-size {job['min_size']}")
+    if not job.get("cap", True):
+        args.append("--no-cap")
+    args.append(f"--seed {job['seed']}")
+    return " ".join(args)
+
+
 def dataset_epochs(run: Mapping[str, Any]) -> float:
     """Training work in passes over the whole training set (for runtime estimates)."""
     t = run["training"]
@@ -562,6 +611,9 @@ def expand_item(
                 _check_names(resolved, file, f"{where} cell {labels}")
                 if s_i == 0:
                     cell.settings = resolved
+                    if kind == "settings":
+                        key = spec.get("setting_key", "training.lr")
+                        cell.values = {m: get_path(resolved, key) for m in metrics}
                 if pending or kind == "settings":
                     continue
                 rid = run_id(resolved)
@@ -637,10 +689,16 @@ def load_experiment(
                     )
     datasets: dict[str, dict[str, Any]] = {}
     run_dataset: dict[str, str] = {}
+    partitions: dict[str, dict[str, Any]] = {}
+    run_partition: dict[str, str] = {}
     for rid, run in runs.items():
         key = dataset_key(run)
         datasets.setdefault(key, {"name": run["dataset"]["name"], "options": run["dataset"]["options"]})
         run_dataset[rid] = key
+        pjob = partition_job(run)
+        if pjob is not None:
+            partitions.setdefault(pjob[0], pjob[1])
+            run_partition[rid] = pjob[0]
     return Experiment(
         scale=scale_name,
         scale_config=scale,
@@ -650,6 +708,8 @@ def load_experiment(
         runs=runs,
         datasets=datasets,
         run_dataset=run_dataset,
+        partitions=partitions,
+        run_partition=run_partition,
     )
 
 

@@ -41,7 +41,9 @@ def decode_image(data: bytes, size: int | None = None) -> np.ndarray:
     return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1)
 
 
-def stack_split(items: Iterable[tuple[str, str, np.ndarray]], classes: list[str], size: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+def stack_split(
+    items: Iterable[tuple[str, str, np.ndarray]], classes: list[str], size: int, what: str
+) -> tuple[np.ndarray, np.ndarray]:
     """(sort key, class name, image) triples → images `[N, 3, size, size]` and labels.
 
     Sorted by key so the result does not depend on archive order; raises ValueError for
@@ -53,7 +55,9 @@ def stack_split(items: Iterable[tuple[str, str, np.ndarray]], classes: list[str]
     y = np.empty(len(ordered), dtype=np.int64)
     for i, (key, cls, img) in enumerate(ordered):
         if img.shape != (3, size, size):
-            raise ValueError(f"{what}: {key} is {img.shape[2]}×{img.shape[1]}, expected {size}×{size}")
+            raise ValueError(
+                f"{what}: {key} is {img.shape[2]}×{img.shape[1]}, expected {size}×{size}"
+            )
         if cls not in index:
             raise ValueError(f"{what}: {key} has class '{cls}', not among the training classes")
         x[i], y[i] = img, index[cls]
@@ -76,7 +80,9 @@ def locate_archive(name: str, root: Path, download: bool) -> Path:
     return path
 
 
-def read_cinic(path: Path, splits: tuple[str, ...] = ("train", "valid", "test")) -> dict[str, list[tuple[str, str, np.ndarray]]]:
+def read_cinic(
+    path: Path, splits: tuple[str, ...] = ("train", "valid", "test")
+) -> dict[str, list[tuple[str, str, np.ndarray]]]:
     """Every PNG of a CINIC-10 tar archive, as (member name, class, image) per split.
 
     Members are matched by their last three path parts (`<split>/<class>/<file>.png`), so
@@ -107,12 +113,17 @@ def _build_cinic(root: Path, options: dict[str, Any]) -> Arrays:
     x_train, y_train = stack_split(train, classes, 32, str(path))
     x_test, y_test = stack_split(splits["test"], classes, 32, str(path))
     return Arrays(
-        torch.from_numpy(x_train), torch.from_numpy(y_train),
-        torch.from_numpy(x_test), torch.from_numpy(y_test), class_names=tuple(classes),
+        torch.from_numpy(x_train),
+        torch.from_numpy(y_train),
+        torch.from_numpy(x_test),
+        torch.from_numpy(y_test),
+        class_names=tuple(classes),
     )
 
 
-def read_tinyimagenet(path: Path) -> tuple[list[str], list[tuple[str, str, np.ndarray]], list[tuple[str, str, np.ndarray]]]:
+def read_tinyimagenet(
+    path: Path,
+) -> tuple[list[str], list[tuple[str, str, np.ndarray]], list[tuple[str, str, np.ndarray]]]:
     """Sorted wnids, and (name, wnid, image) triples of the train and val splits."""
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
@@ -124,7 +135,12 @@ def read_tinyimagenet(path: Path) -> tuple[list[str], list[tuple[str, str, np.nd
         train = []
         for n in names:
             parts = _relative_parts(n, prefix)
-            if len(parts) == 4 and parts[0] == "train" and parts[2] == "images" and parts[3].lower().endswith(IMAGE_SUFFIXES):
+            if (
+                len(parts) == 4
+                and parts[0] == "train"
+                and parts[2] == "images"
+                and parts[3].lower().endswith(IMAGE_SUFFIXES)
+            ):
                 train.append((n, parts[1], decode_image(zf.read(n))))
         val = []
         annotations = zf.read(str(prefix / "val" / "val_annotations.txt")).decode().splitlines()
@@ -138,7 +154,7 @@ def read_tinyimagenet(path: Path) -> tuple[list[str], list[tuple[str, str, np.nd
 def _relative_parts(name: str, prefix: PurePosixPath) -> tuple[str, ...]:
     """Path parts of archive member `name` below `prefix`; () when it is not below it."""
     parts, head = PurePosixPath(name).parts, prefix.parts
-    return parts[len(head):] if parts[: len(head)] == head else ()
+    return parts[len(head) :] if parts[: len(head)] == head else ()
 
 
 def _build_tinyimagenet(root: Path, options: dict[str, Any]) -> Arrays:
@@ -151,20 +167,39 @@ def _build_tinyimagenet(root: Path, options: dict[str, Any]) -> Arrays:
     x_train, y_train = stack_split(train, wnids, 64, str(path))
     x_test, y_test = stack_split(val, wnids, 64, str(path))
     return Arrays(
-        torch.from_numpy(x_train), torch.from_numpy(y_train),
-        torch.from_numpy(x_test), torch.from_numpy(y_test), class_names=tuple(wnids),
+        torch.from_numpy(x_train),
+        torch.from_numpy(y_train),
+        torch.from_numpy(x_test),
+        torch.from_numpy(y_test),
+        class_names=tuple(wnids),
     )
 
 
-DATASETS.add("cinic10", DatasetSpec(
-    name="cinic10", build=_build_cinic, num_classes=10, channels=3, size=32, source="download",
-    description="CINIC-10: 90,000 train (+90,000 valid) / 90,000 test images, CIFAR-10 classes",
-    options={"channels": 3, "size": 32, "download": False, "include_valid": False},
-    choices={"channels": (1, 3)},
-))
-DATASETS.add("tinyimagenet", DatasetSpec(
-    name="tinyimagenet", build=_build_tinyimagenet, num_classes=200, channels=3, size=64, source="download",
-    description="Tiny-ImageNet-200: 100,000 train / 10,000 val (used as test) images, 64x64",
-    options={"channels": 3, "size": 64, "download": False},
-    choices={"channels": (1, 3)},
-))
+DATASETS.add(
+    "cinic10",
+    DatasetSpec(
+        name="cinic10",
+        build=_build_cinic,
+        num_classes=10,
+        channels=3,
+        size=32,
+        source="download",
+        description="CINIC-10: 90,000 train (+90,000 valid) / 90,000 test images, CIFAR-10 classes",
+        options={"channels": 3, "size": 32, "download": False, "include_valid": False},
+        choices={"channels": (1, 3)},
+    ),
+)
+DATASETS.add(
+    "tinyimagenet",
+    DatasetSpec(
+        name="tinyimagenet",
+        build=_build_tinyimagenet,
+        num_classes=200,
+        channels=3,
+        size=64,
+        source="download",
+        description="Tiny-ImageNet-200: 100,000 train / 10,000 val (used as test) images, 64x64",
+        options={"channels": 3, "size": 64, "download": False},
+        choices={"channels": (1, 3)},
+    ),
+)

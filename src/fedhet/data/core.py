@@ -182,7 +182,9 @@ def dataset_key(name: str, options: Mapping[str, Any] | None = None) -> str:
     return f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
-def cache_path(name: str, root: str | os.PathLike = DEFAULT_ROOT, options: Mapping | None = None) -> Path:
+def cache_path(
+    name: str, root: str | os.PathLike = DEFAULT_ROOT, options: Mapping | None = None
+) -> Path:
     """Where the cache file of this dataset and options lives (it may not exist yet)."""
     return Path(root) / f"{dataset_key(name, options)}.pt"
 
@@ -242,9 +244,14 @@ def load_dataset(
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a damaged zip or pickle: say which file and what to do
-        raise CacheError(f"cannot read cached dataset {path}: {err}; {_rebuild_hint(path, name)}") from err
+        raise CacheError(
+            f"cannot read cached dataset {path}: {err}; {_rebuild_hint(path, name)}"
+        ) from err
     if payload.get("format") != CACHE_FORMAT or payload.get("name") != name:
-        raise CacheError(f"{path} does not hold dataset '{name}' in cache format {CACHE_FORMAT}; {_rebuild_hint(path, name)}")
+        raise CacheError(
+            f"{path} does not hold dataset '{name}' in cache format {CACHE_FORMAT}; "
+            f"{_rebuild_hint(path, name)}"
+        )
     return FedData(
         name=name,
         x_train=payload["x_train"],
@@ -269,7 +276,9 @@ def verify_cache_file(path: Path, name: str, options: Mapping[str, Any]) -> str:
     try:
         recorded = recorded_file.read_text().split()[0]
     except (OSError, IndexError) as err:
-        raise CacheError(f"no checksum recorded for {path} ({recorded_file}); {_rebuild_hint(path, name)}") from err
+        raise CacheError(
+            f"no checksum recorded for {path} ({recorded_file}); {_rebuild_hint(path, name)}"
+        ) from err
     actual = file_sha256(path)
     if actual != recorded:
         raise CacheError(
@@ -341,7 +350,9 @@ def _check_arrays(spec: DatasetSpec, x_train, y_train, x_test, y_test) -> None:
                 f"labels, got {x.dtype} {tuple(x.shape)} and {len(y)} labels"
             )
         if len(y) and (int(y.min()) < 0 or int(y.max()) >= spec.num_classes):
-            raise ValueError(f"dataset '{spec.name}' {split}: labels outside 0..{spec.num_classes - 1}")
+            raise ValueError(
+                f"dataset '{spec.name}' {split}: labels outside 0..{spec.num_classes - 1}"
+            )
 
 
 def _serialise(payload: dict[str, Any]) -> bytes:

@@ -66,11 +66,14 @@ def source_url(entry: Download, base_url: str | None = None) -> str:
     return f"{base.rstrip('/')}/{entry.filename}" if base else entry.url
 
 
-def fetch(name: str, dest_dir: str | os.PathLike, base_url: str | None = None, timeout: float = 60.0) -> Path:
+def fetch(
+    name: str, dest_dir: str | os.PathLike, base_url: str | None = None, timeout: float = 60.0
+) -> Path:
     """The verified archive of `name` in `dest_dir`, downloading it if it is not there.
 
     Raises DownloadError when the download fails or the file does not verify; no partial
-    file is left behind.
+    file is left behind. The partial file's name carries the process id, so two jobs
+    fetching the same archive do not write into each other's file.
     """
     entry = DOWNLOADS[name]
     dest = Path(dest_dir) / entry.filename
@@ -78,34 +81,37 @@ def fetch(name: str, dest_dir: str | os.PathLike, base_url: str | None = None, t
         check_file(name, dest)
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
+    part = dest.with_name(f"{dest.name}.{os.getpid()}.part")
     url = source_url(entry, base_url)
     log.info("downloading %s to %s", url, dest)
     try:
-        size, sha256, md5 = _stream(url, part, timeout)
-        _verify(entry, size, sha256, md5, url)
+        _verify(entry, _stream(url, part, timeout), "the downloaded file")
         os.replace(part, dest)
     except BaseException as err:
         part.unlink(missing_ok=True)
         if not isinstance(err, Exception):  # interrupted: clean up, nothing to explain
             raise
-        raise DownloadError(f"download of {url} failed: {err} {manual_hint(name, dest)}") from err
+        reason = str(err).rstrip(".")
+        raise DownloadError(
+            f"download of {url} failed: {reason}. {manual_hint(name, dest)}"
+        ) from err
     return dest
 
 
 def check_file(name: str, path: Path) -> None:
     """Verify an archive already on disk (downloaded earlier or placed by hand)."""
     entry = DOWNLOADS[name]
-    sha256, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
+    digest = _Digest()
     with open(path, "rb") as fh:
         while block := fh.read(CHUNK):
-            sha256.update(block)
-            md5.update(block)
-            size += len(block)
+            digest.update(block)
     try:
-        _verify(entry, size, sha256.hexdigest(), md5.hexdigest(), str(path))
+        _verify(entry, digest, str(path))
     except DownloadError as err:
-        raise DownloadError(f"{err} Delete {path} and fetch it again.") from None
+        raise DownloadError(
+            f"{err}. Delete it and run `fedhet prepare-data --dataset {name} --download`, "
+            f"or fetch {entry.url} by hand again."
+        ) from None
 
 
 def manual_hint(name: str, dest: Path) -> str:
@@ -118,24 +124,40 @@ def manual_hint(name: str, dest: Path) -> str:
     )
 
 
-def _stream(url: str, part: Path, timeout: float) -> tuple[int, str, str]:
-    """Download `url` into `part`; return byte count, sha256 and md5."""
-    sha256, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
+class _Digest:
+    """Byte count, sha256 and md5 of data seen block by block."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.sha256 = hashlib.sha256()
+        self.md5 = hashlib.md5(usedforsecurity=False)
+
+    def update(self, block: bytes) -> None:
+        self.size += len(block)
+        self.sha256.update(block)
+        self.md5.update(block)
+
+
+def _stream(url: str, part: Path, timeout: float) -> _Digest:
+    """Download `url` into `part`, checking the byte count the server announced."""
+    digest = _Digest()
     with urllib.request.urlopen(url, timeout=timeout) as response, open(part, "wb") as fh:
         announced = response.headers.get("Content-Length")
         while block := response.read(CHUNK):
             fh.write(block)
-            sha256.update(block)
-            md5.update(block)
-            size += len(block)
-    if announced is not None and size != int(announced):
-        raise DownloadError(f"download of {url} was cut short: got {size} of {announced} bytes")
-    return size, sha256.hexdigest(), md5.hexdigest()
+            digest.update(block)
+    if announced is not None and digest.size != int(announced):
+        raise DownloadError(f"cut short, got {digest.size} of {announced} bytes")
+    return digest
 
 
-def _verify(entry: Download, size: int, sha256: str, md5: str, what: str) -> None:
+def _verify(entry: Download, digest: _Digest, what: str) -> None:
     """Compare what was received with every checksum the entry records."""
-    checks = (("size", entry.size, size), ("sha256", entry.sha256, sha256), ("md5", entry.md5, md5))
+    checks = (
+        ("size", entry.size, digest.size),
+        ("sha256", entry.sha256, digest.sha256.hexdigest()),
+        ("md5", entry.md5, digest.md5.hexdigest()),
+    )
     for label, expected, actual in checks:
         if expected is not None and expected != actual:
-            raise DownloadError(f"{what}: {label} is {actual}, expected {expected}.")
+            raise DownloadError(f"{what}: {label} is {actual}, expected {expected}")

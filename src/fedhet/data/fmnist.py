@@ -7,12 +7,11 @@ sha256 values below; `torchvision.datasets.FashionMNIST(root, download=False)` t
 them. (The hashes were computed from the Debian files after checking that the first ten
 training labels are the canonical 9, 0, 0, 3, 0, 2, 7, 2, 5, 5.)
 
-Usable from a shell: `python -m fedhet.data.fmnist [SOURCE_DIR] [--root ROOT]`.
+From a shell: `python -m fedhet.data seed-fmnist [SOURCE_DIR] [--root ROOT]`.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import hashlib
 import os
@@ -85,17 +84,3 @@ def _read_idx(source: Path, name: str) -> bytes:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry: seed the raw folder and print where the files went."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("source", nargs="?", default=str(DEBIAN_FMNIST_DIR))
-    parser.add_argument("--root", default=DEFAULT_ROOT)
-    args = parser.parse_args(argv)
-    print(seed_fmnist_from(args.source, args.root))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

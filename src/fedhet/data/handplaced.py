@@ -23,13 +23,33 @@ import numpy as np
 
 from fedhet.data.archives import IMAGE_SUFFIXES, decode_image, stack_split
 from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec
-from fedhet.data.torchvision_sets import CIFAR10_STATS, missing_files, not_available_message, torchvision_split
+from fedhet.data.torchvision_sets import (
+    CIFAR10_STATS,
+    missing_files,
+    not_available_message,
+    torchvision_split,
+)
 
 CIFAR10C_URL = "https://zenodo.org/records/2535967"
 CORRUPTIONS = (
-    "brightness", "contrast", "defocus_blur", "elastic_transform", "fog", "frost",
-    "gaussian_blur", "gaussian_noise", "glass_blur", "impulse_noise", "jpeg_compression",
-    "motion_blur", "pixelate", "saturate", "shot_noise", "snow", "spatter", "speckle_noise",
+    "brightness",
+    "contrast",
+    "defocus_blur",
+    "elastic_transform",
+    "fog",
+    "frost",
+    "gaussian_blur",
+    "gaussian_noise",
+    "glass_blur",
+    "impulse_noise",
+    "jpeg_compression",
+    "motion_blur",
+    "pixelate",
+    "saturate",
+    "shot_noise",
+    "snow",
+    "spatter",
+    "speckle_noise",
     "zoom_blur",
 )
 CIFAR10C_PER_SEVERITY = 10_000
@@ -42,7 +62,11 @@ def read_image_folder(folder: Path, size: int) -> Iterator[Item]:
     for class_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
         for file in sorted(class_dir.iterdir()):
             if file.suffix.lower() in IMAGE_SUFFIXES:
-                yield str(file.relative_to(folder)), class_dir.name, decode_image(file.read_bytes(), size)
+                yield (
+                    str(file.relative_to(folder)),
+                    class_dir.name,
+                    decode_image(file.read_bytes(), size),
+                )
 
 
 def _require_dirs(name: str, root: Path, dirs: list[Path], layout: str, origin: str) -> None:
@@ -74,10 +98,15 @@ def _digit_folder_builder(name: str, origin: str):
         classes = sorted({c for _, c, _ in train})
         _check_classes(base / "train", classes, 10)
         x_train, y_train = stack_split(train, classes, size, str(base))
-        x_test, y_test = stack_split(read_image_folder(base / "test", size), classes, size, str(base))
+        x_test, y_test = stack_split(
+            read_image_folder(base / "test", size), classes, size, str(base)
+        )
         return Arrays(
-            torch.from_numpy(x_train), torch.from_numpy(y_train),
-            torch.from_numpy(x_test), torch.from_numpy(y_test), class_names=tuple(classes),
+            torch.from_numpy(x_train),
+            torch.from_numpy(y_train),
+            torch.from_numpy(x_test),
+            torch.from_numpy(y_test),
+            class_names=tuple(classes),
         )
 
     return build
@@ -98,17 +127,30 @@ def _build_retina(root: Path, options: dict[str, Any]) -> Arrays:
     items = {split: [] for split in ("train", "test")}
     for d, site in enumerate(sites):
         for split in items:
-            items[split] += [(f"{d:03d}/{key}", cls, img, d) for key, cls, img in read_image_folder(base / site / split, size)]
+            items[split] += [
+                (f"{d:03d}/{key}", cls, img, d)
+                for key, cls, img in read_image_folder(base / site / split, size)
+            ]
     classes = sorted({cls for _, cls, _, _ in items["train"]})
     _check_classes(base, classes, 2)
     out = {}
     for split, rows in items.items():
         rows.sort(key=lambda r: r[0])
         x, y = stack_split([r[:3] for r in rows], classes, size, str(base))
-        out[split] = (torch.from_numpy(x), torch.from_numpy(y), torch.tensor([r[3] for r in rows], dtype=torch.long))
+        out[split] = (
+            torch.from_numpy(x),
+            torch.from_numpy(y),
+            torch.tensor([r[3] for r in rows], dtype=torch.long),
+        )
     return Arrays(
-        out["train"][0], out["train"][1], out["test"][0], out["test"][1], class_names=tuple(classes),
-        domain_train=out["train"][2], domain_test=out["test"][2], domain_names=tuple(sites),
+        out["train"][0],
+        out["train"][1],
+        out["test"][0],
+        out["test"][1],
+        class_names=tuple(classes),
+        domain_train=out["train"][2],
+        domain_test=out["test"][2],
+        domain_names=tuple(sites),
     )
 
 
@@ -135,38 +177,89 @@ def _build_cifar10c(root: Path, options: dict[str, Any]) -> Arrays:
             f"`fedhet prepare-data --dataset cifar10c --root {root}`."
         )
     rows = slice((severity - 1) * CIFAR10C_PER_SEVERITY, severity * CIFAR10C_PER_SEVERITY)
-    x_test = np.ascontiguousarray(np.load(files[0], mmap_mode="r")[rows].transpose(0, 3, 1, 2))
-    y_test = np.asarray(np.load(files[1], mmap_mode="r")[rows], dtype=np.int64)
+    x_test = np.array(
+        np.load(files[0], mmap_mode="r")[rows].transpose(0, 3, 1, 2), dtype=np.uint8, order="C"
+    )
+    y_test = np.array(np.load(files[1], mmap_mode="r")[rows], dtype=np.int64)
     x_train, y_train, classes = cifar10_train(root, options["download"])
     return Arrays(
-        torch.from_numpy(x_train), torch.from_numpy(y_train),
-        torch.from_numpy(x_test.astype(np.uint8)), torch.from_numpy(y_test),
-        class_names=classes, mean=CIFAR10_STATS[0], std=CIFAR10_STATS[1],
+        torch.from_numpy(x_train),
+        torch.from_numpy(y_train),
+        torch.from_numpy(x_test),
+        torch.from_numpy(y_test),
+        class_names=classes,
+        mean=CIFAR10_STATS[0],
+        std=CIFAR10_STATS[1],
     )
 
 
-DATASETS.add("synthdigits", DatasetSpec(
-    name="synthdigits",
-    build=_digit_folder_builder("synthdigits", "SynthDigits (Ganin & Lempitsky, 2015) is distributed by its authors, e.g. as FedBN's DIGITS data"),
-    num_classes=10, channels=3, size=32, source="manual",
-    description="SynthDigits: synthetic house-number-like digits (DIGITS domain)",
-    options={"channels": 3, "size": 32}, choices={"channels": (1, 3)},
-))
-DATASETS.add("mnistm", DatasetSpec(
-    name="mnistm",
-    build=_digit_folder_builder("mnistm", "MNIST-M (Ganin et al., 2016) is distributed by its authors, e.g. as FedBN's DIGITS data"),
-    num_classes=10, channels=3, size=28, source="manual",
-    description="MNIST-M: MNIST digits blended over colour photo patches (DIGITS domain)",
-    options={"channels": 3, "size": 28}, choices={"channels": (1, 3)},
-))
-DATASETS.add("retina", DatasetSpec(
-    name="retina", build=_build_retina, num_classes=2, channels=3, size=96, source="manual",
-    description="Retinal fundus photos from several sites (binary), one domain per site",
-    options={"channels": 3, "size": 96}, choices={"channels": (1, 3)},
-))
-DATASETS.add("cifar10c", DatasetSpec(
-    name="cifar10c", build=_build_cifar10c, num_classes=10, channels=3, size=32, source="manual",
-    description="CIFAR-10 training set; test set = CIFAR-10-C at one corruption and severity",
-    options={"channels": 3, "size": 32, "download": False, "corruption": "gaussian_noise", "severity": 5},
-    choices={"channels": (1, 3), "corruption": CORRUPTIONS, "severity": (1, 2, 3, 4, 5)},
-))
+DATASETS.add(
+    "synthdigits",
+    DatasetSpec(
+        name="synthdigits",
+        build=_digit_folder_builder(
+            "synthdigits",
+            "SynthDigits (Ganin & Lempitsky, 2015) is distributed by its authors, "
+            "e.g. as FedBN's DIGITS data",
+        ),
+        num_classes=10,
+        channels=3,
+        size=32,
+        source="manual",
+        description="SynthDigits: synthetic house-number-like digits (DIGITS domain)",
+        options={"channels": 3, "size": 32},
+        choices={"channels": (1, 3)},
+    ),
+)
+DATASETS.add(
+    "mnistm",
+    DatasetSpec(
+        name="mnistm",
+        build=_digit_folder_builder(
+            "mnistm",
+            "MNIST-M (Ganin et al., 2016) is distributed by its authors, "
+            "e.g. as FedBN's DIGITS data",
+        ),
+        num_classes=10,
+        channels=3,
+        size=28,
+        source="manual",
+        description="MNIST-M: MNIST digits blended over colour photo patches (DIGITS domain)",
+        options={"channels": 3, "size": 28},
+        choices={"channels": (1, 3)},
+    ),
+)
+DATASETS.add(
+    "retina",
+    DatasetSpec(
+        name="retina",
+        build=_build_retina,
+        num_classes=2,
+        channels=3,
+        size=96,
+        source="manual",
+        description="Retinal fundus photos from several sites (binary), one domain per site",
+        options={"channels": 3, "size": 96},
+        choices={"channels": (1, 3)},
+    ),
+)
+DATASETS.add(
+    "cifar10c",
+    DatasetSpec(
+        name="cifar10c",
+        build=_build_cifar10c,
+        num_classes=10,
+        channels=3,
+        size=32,
+        source="manual",
+        description="CIFAR-10 training set; test set = CIFAR-10-C at one corruption and severity",
+        options={
+            "channels": 3,
+            "size": 32,
+            "download": False,
+            "corruption": "gaussian_noise",
+            "severity": 5,
+        },
+        choices={"channels": (1, 3), "corruption": CORRUPTIONS, "severity": (1, 2, 3, 4, 5)},
+    ),
+)

@@ -35,7 +35,9 @@ def resize(x: torch.Tensor, size: int) -> torch.Tensor:
     shrink = size < max(x.shape[2], x.shape[3])
     parts = [
         _to_uint8(
-            F.interpolate(c.float(), size=(size, size), mode="bilinear", align_corners=False, antialias=shrink)
+            F.interpolate(
+                c.float(), size=(size, size), mode="bilinear", align_corners=False, antialias=shrink
+            )
         )
         for c in x.split(CHUNK)
     ]

@@ -64,7 +64,10 @@ def digit_pools() -> dict[str, list[np.ndarray]]:
 
     digits = load_digits()
     images = digits.images.astype(np.float64) / 16.0
-    return {split: [images[i] for i in per_class] for split, per_class in split_indices(digits.target).items()}
+    return {
+        split: [images[i] for i in per_class]
+        for split, per_class in split_indices(digits.target).items()
+    }
 
 
 def warp(src: np.ndarray, size: int, rng: np.random.Generator, jitter: bool = True) -> np.ndarray:
@@ -123,7 +126,9 @@ def class_tints(num_classes: int) -> np.ndarray:
     return hsv_to_rgb((np.arange(num_classes) * GOLDEN) % 1.0, 0.8, 1.0)
 
 
-def colourise(gray: np.ndarray, labels: np.ndarray, num_classes: int, rng: np.random.Generator) -> np.ndarray:
+def colourise(
+    gray: np.ndarray, labels: np.ndarray, num_classes: int, rng: np.random.Generator
+) -> np.ndarray:
     """`[N, H, W]` digit masks → `[N, 3, H, W]`: tinted foreground over a dark background."""
     n = len(gray)
     fg = 0.6 * class_tints(num_classes)[labels] + 0.4 * rng.uniform(0.3, 1.0, (n, 3))
@@ -164,11 +169,16 @@ def _luma(rgb: np.ndarray) -> np.ndarray:
 
 # -- digits10 / digits100 -------------------------------------------------------------------
 
-def _canvas_single(pools: list[np.ndarray], label: int, n: int, rng: np.random.Generator) -> np.ndarray:
+
+def _canvas_single(
+    pools: list[np.ndarray], label: int, n: int, rng: np.random.Generator
+) -> np.ndarray:
     return pick_sources(pools[label], n, rng)
 
 
-def _canvas_pair(pools: list[np.ndarray], label: int, n: int, rng: np.random.Generator) -> np.ndarray:
+def _canvas_pair(
+    pools: list[np.ndarray], label: int, n: int, rng: np.random.Generator
+) -> np.ndarray:
     """Digits a and b of class `10*a + b` side by side, centred on a 16×16 canvas."""
     a, b = divmod(label, 10)
     canvas = np.zeros((n, 16, 16))
@@ -181,8 +191,13 @@ Canvas = Callable[[list[np.ndarray], int, int, np.random.Generator], np.ndarray]
 
 
 def _render_split(
-    pools: list[np.ndarray], canvas: Canvas, num_classes: int, per_class: int,
-    size: int, channels: int, rng: np.random.Generator,
+    pools: list[np.ndarray],
+    canvas: Canvas,
+    num_classes: int,
+    per_class: int,
+    size: int,
+    channels: int,
+    rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Images `[N, C, size, size]` uint8 and labels for one split of a digit stand-in."""
     images, labels = [], []
@@ -208,8 +223,13 @@ def _digit_builder(num_classes: int, canvas: Canvas, stream: int):
         out = {}
         for split, split_id in SPLITS.items():
             x, y = _render_split(
-                pools[split], canvas, num_classes, options[f"{split}_per_class"],
-                options["size"], options["channels"], _rng(stream, split_id),
+                pools[split],
+                canvas,
+                num_classes,
+                options[f"{split}_per_class"],
+                options["size"],
+                options["channels"],
+                _rng(stream, split_id),
             )
             out[split] = (torch.from_numpy(x), torch.from_numpy(y))
         names = tuple(f"{c:0{len(str(num_classes - 1))}d}" for c in range(num_classes))
@@ -219,6 +239,7 @@ def _digit_builder(num_classes: int, canvas: Canvas, stream: int):
 
 
 # -- digits_domains -------------------------------------------------------------------------
+
 
 def _style_mnist(gray: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """MNIST: white digit on black."""
@@ -239,10 +260,10 @@ def _style_usps(gray: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """USPS: thick, blurred grayscale strokes."""
     padded = np.pad(gray, ((0, 0), (1, 1), (1, 1)))
     h, w = gray.shape[1:]
-    windows = [padded[:, i:i + h, j:j + w] for i in range(3) for j in range(3)]
+    windows = [padded[:, i : i + h, j : j + w] for i in range(3) for j in range(3)]
     thick = np.max(windows, axis=0)
     padded = np.pad(thick, ((0, 0), (1, 1), (1, 1)), mode="edge")
-    blurred = np.mean([padded[:, i:i + h, j:j + w] for i in range(3) for j in range(3)], axis=0)
+    blurred = np.mean([padded[:, i : i + h, j : j + w] for i in range(3) for j in range(3)], axis=0)
     return _gray_to_channels(blurred, 3)
 
 
@@ -275,19 +296,33 @@ def _build_domains(root: Path, options: dict[str, Any]) -> Arrays:
             rng = _rng(3, split_id, d)
             gray, y = [], []
             for c in range(10):
-                gray.append(warp(pick_sources(pools[split][c], options[f"{split}_per_class"], rng), options["size"], rng))
+                gray.append(
+                    warp(
+                        pick_sources(pools[split][c], options[f"{split}_per_class"], rng),
+                        options["size"],
+                        rng,
+                    )
+                )
                 y.append(np.full(options[f"{split}_per_class"], c, dtype=np.int64))
             rgb = style(np.concatenate(gray), rng)
             x = rgb if options["channels"] == 3 else _luma(rgb)
             xs.append(to_uint8(x, rng))
             ys.append(np.concatenate(y))
             ds.append(np.full(len(ys[-1]), d, dtype=np.int64))
-        x, y, dom = _shuffled(_rng(3, split_id, 99), np.concatenate(xs), np.concatenate(ys), np.concatenate(ds))
+        x, y, dom = _shuffled(
+            _rng(3, split_id, 99), np.concatenate(xs), np.concatenate(ys), np.concatenate(ds)
+        )
         out[split] = (torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(dom))
     names = tuple(str(c) for c in range(10))
     return Arrays(
-        out["train"][0], out["train"][1], out["test"][0], out["test"][1], class_names=names,
-        domain_train=out["train"][2], domain_test=out["test"][2], domain_names=DOMAIN_NAMES,
+        out["train"][0],
+        out["train"][1],
+        out["test"][0],
+        out["test"][1],
+        class_names=names,
+        domain_train=out["train"][2],
+        domain_test=out["test"][2],
+        domain_names=DOMAIN_NAMES,
     )
 
 
@@ -303,21 +338,45 @@ def _options(channels: int, train: int, test: int, stands_in_for: str) -> dict[s
 
 _CHOICES = {"channels": (1, 3)}
 
-DATASETS.add("digits10", DatasetSpec(
-    name="digits10", build=_digit_builder(10, _canvas_single, stream=1),
-    num_classes=10, channels=1, size=16, source="stand-in",
-    description="10 handwritten digits (scikit-learn), augmented; offline stand-in",
-    options=_options(1, 300, 100, "cifar10"), choices=_CHOICES,
-))
-DATASETS.add("digits100", DatasetSpec(
-    name="digits100", build=_digit_builder(100, _canvas_pair, stream=2),
-    num_classes=100, channels=1, size=16, source="stand-in",
-    description="100 classes of digit pairs (10*a + b) side by side; offline stand-in",
-    options=_options(1, 50, 20, "cifar100"), choices=_CHOICES,
-))
-DATASETS.add("digits_domains", DatasetSpec(
-    name="digits_domains", build=_build_domains,
-    num_classes=10, channels=3, size=16, source="stand-in",
-    description="10 digits in 5 styles standing in for MNIST/SVHN/USPS/SynthDigits/MNIST-M",
-    options=_options(3, 60, 20, "digits"), choices=_CHOICES,
-))
+DATASETS.add(
+    "digits10",
+    DatasetSpec(
+        name="digits10",
+        build=_digit_builder(10, _canvas_single, stream=1),
+        num_classes=10,
+        channels=1,
+        size=16,
+        source="stand-in",
+        description="10 handwritten digits (scikit-learn), augmented; offline stand-in",
+        options=_options(1, 300, 100, "cifar10"),
+        choices=_CHOICES,
+    ),
+)
+DATASETS.add(
+    "digits100",
+    DatasetSpec(
+        name="digits100",
+        build=_digit_builder(100, _canvas_pair, stream=2),
+        num_classes=100,
+        channels=1,
+        size=16,
+        source="stand-in",
+        description="100 classes of digit pairs (10*a + b) side by side; offline stand-in",
+        options=_options(1, 50, 20, "cifar100"),
+        choices=_CHOICES,
+    ),
+)
+DATASETS.add(
+    "digits_domains",
+    DatasetSpec(
+        name="digits_domains",
+        build=_build_domains,
+        num_classes=10,
+        channels=3,
+        size=16,
+        source="stand-in",
+        description="10 digits in 5 styles standing in for MNIST/SVHN/USPS/SynthDigits/MNIST-M",
+        options=_options(3, 60, 20, "digits"),
+        choices=_CHOICES,
+    ),
+)

@@ -25,7 +25,12 @@ from fedhet.data.fmnist import DEBIAN_FMNIST_DIR, fmnist_seeded, seed_fmnist_fro
 CIFAR10_STATS = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
 CIFAR100_STATS = ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
 
-_IDX = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_IDX = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
 
 
 @dataclass(frozen=True)
@@ -41,17 +46,33 @@ class TorchvisionSource:
 
 SOURCES = {
     "cifar10": TorchvisionSource(
-        "CIFAR10", "",
-        tuple(f"cifar-10-batches-py/{f}" for f in
-              ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch", "batches.meta")),
+        "CIFAR10",
+        "",
+        tuple(
+            f"cifar-10-batches-py/{f}"
+            for f in (
+                "data_batch_1",
+                "data_batch_2",
+                "data_batch_3",
+                "data_batch_4",
+                "data_batch_5",
+                "test_batch",
+                "batches.meta",
+            )
+        ),
         stats=CIFAR10_STATS,
     ),
     "cifar100": TorchvisionSource(
-        "CIFAR100", "", tuple(f"cifar-100-python/{f}" for f in ("train", "test", "meta")), stats=CIFAR100_STATS,
+        "CIFAR100",
+        "",
+        tuple(f"cifar-100-python/{f}" for f in ("train", "test", "meta")),
+        stats=CIFAR100_STATS,
     ),
     "mnist": TorchvisionSource("MNIST", "", tuple(f"MNIST/raw/{f}" for f in _IDX)),
     "fmnist": TorchvisionSource("FashionMNIST", "", tuple(f"FashionMNIST/raw/{f}" for f in _IDX)),
-    "svhn": TorchvisionSource("SVHN", "SVHN", ("SVHN/train_32x32.mat", "SVHN/test_32x32.mat"), split_by_name=True),
+    "svhn": TorchvisionSource(
+        "SVHN", "SVHN", ("SVHN/train_32x32.mat", "SVHN/test_32x32.mat"), split_by_name=True
+    ),
     "usps": TorchvisionSource("USPS", "USPS", ("USPS/usps.bz2", "USPS/usps.t.bz2")),
 }
 
@@ -78,7 +99,9 @@ def not_available_message(name: str, root: Path, missing: list[Path]) -> str:
     )
 
 
-def torchvision_split(name: str, root: Path, train: bool, download: bool) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+def torchvision_split(
+    name: str, root: Path, train: bool, download: bool
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """Images `[N, C, H, W]` uint8, labels int64 and class names of one split."""
     import torchvision.datasets as tvd
 
@@ -91,8 +114,8 @@ def torchvision_split(name: str, root: Path, train: bool, download: bool) -> tup
         ds = cls(str(folder), download=download, **split)
     except (RuntimeError, OSError) as err:
         raise DatasetNotAvailable(
-            f"could not {'download' if download else 'read'} dataset '{name}' into {folder}: {err}. "
-            + not_available_message(name, root, missing_files(name, root))
+            f"could not {'download' if download else 'read'} dataset '{name}' "
+            f"into {folder}: {err}. " + not_available_message(name, root, missing_files(name, root))
         ) from err
     x = np.asarray(ds.data)
     if x.ndim == 3:
@@ -113,7 +136,12 @@ def _make_builder(name: str):
         import torch
 
         download = options["download"]
-        if name == "fmnist" and not download and not fmnist_seeded(root) and DEBIAN_FMNIST_DIR.is_dir():
+        if (
+            name == "fmnist"
+            and not download
+            and not fmnist_seeded(root)
+            and DEBIAN_FMNIST_DIR.is_dir()
+        ):
             seed_fmnist_from(DEBIAN_FMNIST_DIR, root)
         missing = missing_files(name, root)
         if missing and not download:
@@ -122,21 +150,33 @@ def _make_builder(name: str):
         x_test, y_test, _ = torchvision_split(name, root, False, download)
         stats = SOURCES[name].stats
         return Arrays(
-            torch.from_numpy(x_train), torch.from_numpy(y_train),
-            torch.from_numpy(x_test), torch.from_numpy(y_test),
+            torch.from_numpy(x_train),
+            torch.from_numpy(y_train),
+            torch.from_numpy(x_test),
+            torch.from_numpy(y_test),
             class_names=classes,
-            mean=stats[0] if stats else None, std=stats[1] if stats else None,
+            mean=stats[0] if stats else None,
+            std=stats[1] if stats else None,
         )
 
     return build
 
 
 def _register(name: str, num_classes: int, channels: int, size: int, description: str) -> None:
-    DATASETS.add(name, DatasetSpec(
-        name=name, build=_make_builder(name), num_classes=num_classes, channels=channels, size=size,
-        description=description, source="torchvision",
-        options={"channels": channels, "size": size, "download": False}, choices={"channels": (1, 3)},
-    ))
+    DATASETS.add(
+        name,
+        DatasetSpec(
+            name=name,
+            build=_make_builder(name),
+            num_classes=num_classes,
+            channels=channels,
+            size=size,
+            description=description,
+            source="torchvision",
+            options={"channels": channels, "size": size, "download": False},
+            choices={"channels": (1, 3)},
+        ),
+    )
 
 
 _register("cifar10", 10, 3, 32, "CIFAR-10: 50,000/10,000 colour images, 10 classes")

@@ -1,0 +1,298 @@
+"""Checks of the SLURM profiles in profiles/slurm and profiles/slurm-ci.
+
+Fast: YAML parsing, option names against snakemake's own argument parser, and the sbatch
+arguments the SLURM executor plugin builds from the profiles' resources. Two dry-runs of a toy
+workflow (about 4 s each, marked `workflow`) check that snakemake accepts the profiles as a whole. None of this
+needs a SLURM installation; the real cluster run is ci/slurm-smoke.sh.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILES = REPO / "profiles"
+SLURM = PROFILES / "slurm" / "config.yaml"
+SLURM_CI = PROFILES / "slurm-ci" / "config.yaml"
+TRAIN = "train"  # name of the training rule in the workflow
+
+
+def load(path: Path) -> dict:
+    with path.open() as fh:
+        data = yaml.safe_load(fh)
+    assert isinstance(data, dict), f"{path} is not a YAML mapping"
+    return data
+
+
+@pytest.fixture(scope="module")
+def slurm() -> dict:
+    return load(SLURM)
+
+
+@pytest.fixture(scope="module")
+def slurm_ci() -> dict:
+    return load(SLURM_CI)
+
+
+# --------------------------------------------------------------------------------------------
+# structure
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [SLURM, SLURM_CI], ids=["slurm", "slurm-ci"])
+def test_profile_common_keys(path):
+    prof = load(path)
+    assert prof["executor"] == "slurm"
+    assert int(prof["jobs"]) >= 1
+    for key in ("mem_mb", "runtime", "slurm_partition"):
+        assert key in prof["default-resources"], key
+    train = prof["set-resources"][TRAIN]
+    for key in ("gpu", "mem_mb", "runtime"):
+        assert key in train, key
+    for key in ("retries", "latency-wait", "rerun-incomplete", "keep-going"):
+        assert key in prof, key
+
+
+def test_slurm_profile_requests_a_gpu_for_training(slurm):
+    train = slurm["set-resources"][TRAIN]
+    assert int(train["gpu"]) == 1
+    assert int(train["cpus_per_gpu"]) >= 1
+    # threads of the training job match the cores SLURM gives it
+    assert slurm["set-threads"][TRAIN] == train["cpus_per_gpu"]
+    assert "slurm_account" in slurm["default-resources"]
+    assert int(slurm["retries"]) >= 1
+
+
+def test_slurm_ci_profile_fits_the_test_cluster(slurm_ci):
+    train = slurm_ci["set-resources"][TRAIN]
+    assert int(train["gpu"]) == 0
+    assert slurm_ci["slurm-status-command"] == "squeue"
+    assert slurm_ci["slurm-no-account"] is True
+    assert int(slurm_ci["slurm-init-seconds-before-status-checks"]) == 1
+    assert slurm_ci["slurm-keep-successful-logs"] is True  # ci/slurm-smoke.sh reads the logs
+    assert slurm_ci["default-resources"]["slurm_partition"] == "debug"
+    # one node: 2 CPUs, ~24 GB
+    assert int(slurm_ci["max-threads"]) <= 2
+    assert int(train["mem_mb"]) <= 8000
+    assert int(slurm_ci["default-resources"]["mem_mb"]) <= 8000
+    assert "slurm_account" not in slurm_ci["default-resources"]
+
+
+def test_profile_keys_are_snakemake_options():
+    """Every key must be a `snakemake --KEY` option (including the SLURM plugin's)."""
+    cli = pytest.importorskip("snakemake.cli")
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    options = {s for action in cli.get_argument_parser()._actions for s in action.option_strings}
+    for path in (SLURM, SLURM_CI):
+        unknown = [k for k in load(path) if f"--{k}" not in options]
+        assert not unknown, f"{path}: unknown snakemake options {unknown}"
+
+
+def test_every_profile_entry_is_commented():
+    for path in (SLURM, SLURM_CI):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line and not line.startswith((" ", "#")):  # a top-level key
+                assert i > 0 and lines[i - 1].startswith("#"), f"{path}:{i + 1} has no comment"
+
+
+# --------------------------------------------------------------------------------------------
+# what the SLURM plugin makes of the profiles' resources
+# --------------------------------------------------------------------------------------------
+
+
+class _Resources(dict):
+    """dict with attribute access, like snakemake's job.resources."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+
+class _Job:
+    """Just enough of a snakemake job for the plugin's submit-string helpers."""
+
+    def __init__(self, resources: dict, threads: int = 1):
+        self.resources = _Resources(resources)
+        self.threads = threads
+        self.name = TRAIN
+
+    def is_group(self):
+        return False
+
+
+def evaluate(resources: dict, attempt: int = 1) -> dict:
+    """Evaluate profile resource values the way snakemake does for --set-resources values."""
+    from snakemake.resources import Resource
+
+    out = {}
+    for name, raw in resources.items():
+        if isinstance(raw, str):
+            value = Resource.cli_evaluator(
+                name, raw, wildcards={}, input=[], attempt=attempt, async_run=None
+            )
+        else:
+            value = raw
+        if value is not None:  # snakemake drops resources that evaluate to None
+            out[name] = value
+    return out
+
+
+def train_resources(profile: dict, attempt: int = 1) -> dict:
+    res = dict(profile["default-resources"])
+    res.update(profile["set-resources"][TRAIN])
+    return evaluate(res, attempt)
+
+
+def submit_command(job: _Job) -> str:
+    plugin = pytest.importorskip("snakemake_executor_plugin_slurm")
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    params = {
+        "run_uuid": "test-run",
+        "slurm_logfile": "/tmp/slurm_logs/%j.log",
+        "comment_str": f"rule_{TRAIN}",
+        "account": "",
+        "partition": f" -p {job.resources['slurm_partition']}"
+        if "slurm_partition" in job.resources
+        else "",
+        "workdir": "/tmp",
+    }
+    assert plugin is not None
+    # the plugin appends the GPU flags right after get_submit_command (Executor.run_job)
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+def test_gres_string_for_one_gpu():
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    assert set_gres_string(_Job({"gpu": 1})).split() == ["--gpus=1"]
+    assert set_gres_string(_Job({"gpu": 1, "gpu_model": "a100"})).split() == ["--gpus=a100:1"]
+    assert set_gres_string(_Job({"gpu": 0})) == ""
+
+
+def test_slurm_profile_submits_training_with_one_gpu(slurm, monkeypatch):
+    for var in ("FEDHET_SLURM_PARTITION", "FEDHET_SLURM_GPU_PARTITION", "FEDHET_SLURM_ACCOUNT"):
+        monkeypatch.delenv(var, raising=False)
+    res = train_resources(slurm)
+    # unset environment variables leave partition/account to the cluster / plugin
+    assert "slurm_partition" not in res and "slurm_account" not in res
+    job = _Job(res, threads=slurm["set-threads"][TRAIN])
+    args = submit_command(job).split()
+    assert "--gpus=1" in args
+    assert f"--cpus-per-gpu={slurm['set-resources'][TRAIN]['cpus_per_gpu']}" in args
+    assert args[args.index("--mem") + 1] == str(res["mem_mb"])
+    assert args[args.index("-t") + 1] == str(res["runtime"])
+    assert not any(a.startswith("--ntasks") for a in args)
+    assert "-p" not in args
+
+
+def test_slurm_profile_resources_grow_with_attempt(slurm):
+    first, third = train_resources(slurm, 1), train_resources(slurm, 3)
+    assert third["mem_mb"] == 3 * first["mem_mb"]
+    assert third["runtime"] == 3 * first["runtime"]
+
+
+def test_slurm_profile_partition_and_account_from_environment(slurm, monkeypatch):
+    monkeypatch.setenv("FEDHET_SLURM_PARTITION", "cpu")
+    monkeypatch.setenv("FEDHET_SLURM_ACCOUNT", "proj42")
+    monkeypatch.delenv("FEDHET_SLURM_GPU_PARTITION", raising=False)
+    defaults = evaluate(slurm["default-resources"])
+    assert defaults["slurm_partition"] == "cpu" and defaults["slurm_account"] == "proj42"
+    assert train_resources(slurm)["slurm_partition"] == "cpu"
+    monkeypatch.setenv("FEDHET_SLURM_GPU_PARTITION", "gpu")
+    res = train_resources(slurm)
+    assert res["slurm_partition"] == "gpu"
+    args = submit_command(_Job(res, threads=8)).split()
+    assert args[args.index("-p") + 1] == "gpu"
+
+
+def test_slurm_ci_profile_submits_training_without_gpu(slurm_ci):
+    res = train_resources(slurm_ci)
+    args = submit_command(_Job(res, threads=1)).split()
+    assert not any(a.startswith(("--gpus", "--gres", "--cpus-per-gpu")) for a in args)
+    assert "--cpus-per-task=1" in args
+    assert args[args.index("-p") + 1] == "debug"
+    assert args[args.index("--mem") + 1] == str(slurm_ci["set-resources"][TRAIN]["mem_mb"])
+
+
+# --------------------------------------------------------------------------------------------
+# snakemake accepts the profiles (dry-run of a toy workflow; no SLURM needed)
+# --------------------------------------------------------------------------------------------
+
+TOY = """
+localrules: all, summarize
+
+rule all:
+    input: "results/summary.txt"
+
+rule train:
+    output: "results/model_{seed}.txt"
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 1000 * attempt,
+        runtime=lambda wc, attempt: 10 * attempt,
+    shell: "echo $SLURM_JOB_ID > {output}"
+
+rule summarize:
+    input: expand("results/model_{seed}.txt", seed=[0, 1])
+    output: "results/summary.txt"
+    shell: "cat {input} > {output}"
+"""
+
+
+def _train_resource_lines(out: str) -> list[str]:
+    lines, in_train = [], False
+    for line in out.splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            in_train = line.strip() == f"rule {TRAIN}:"
+        elif in_train and line.strip().startswith("resources:"):
+            lines.append(line)
+            in_train = False
+    return lines
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize(
+    "profile, gpu", [("slurm", "gpu=1"), ("slurm-ci", "gpu=0")], ids=["slurm", "slurm-ci"]
+)
+def test_dry_run_with_profile(tmp_path, profile, gpu):
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    (tmp_path / "Snakefile").write_text(TOY)
+    # a workstation profile next to the Snakefile; --workflow-profile none keeps it out (without
+    # it, its set-resources block would replace the SLURM profile's and train would get gpu=7)
+    (tmp_path / "profiles" / "default").mkdir(parents=True)
+    (tmp_path / "profiles" / "default" / "config.yaml").write_text(
+        "set-resources:\n  train:\n    gpu: 7\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDHET_SLURM_")}
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", str(PROFILES / profile)]
+    cmd += ["--workflow-profile", "none"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    lines = _train_resource_lines(out)
+    assert len(lines) == 2, out
+    for line in lines:
+        assert gpu in [t.strip() for t in line.split("resources:")[1].split(",")], line
+
+
+@pytest.mark.parametrize("script", ["slurm-cluster.sh", "slurm-smoke.sh"])
+def test_ci_scripts_parse(script):
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    path = REPO / "ci" / script
+    assert os.access(path, os.X_OK), f"{path} is not executable"
+    subprocess.run([bash, "-n", str(path)], check=True)
