@@ -45,7 +45,8 @@ class FlatModel:
 
     `params`, `grads` and `buffers` are 1-D tensors; `module` keeps working as usual
     because every parameter is a view into `params` (and its `.grad` a view into `grads`,
-    into which autograd accumulates in place).
+    into which autograd accumulates in place). Integer buffers (BatchNorm's
+    `num_batches_tracked`) stay outside: they only count steps and are not aggregated.
     """
 
     def __init__(self, module: nn.Module, channels_last: bool = False) -> None:

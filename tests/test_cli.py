@@ -1,0 +1,67 @@
+"""The command line: subcommands exist, bad input is one clear line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+from fedhet.cli import build_parser, main
+from fedhet.engine.flat import FlatModel
+from fedhet.models import build_model
+
+
+def test_every_subcommand_has_help(capsys):
+    for command in ("train", "run-id", "prepare-data", "partition", "evaluate", "bench"):
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args([command, "--help"])
+        assert exit_.value.code == 0
+        assert "usage: fedhet " + command in capsys.readouterr().out
+
+
+def test_train_then_evaluate_through_the_cli(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = {"dataset": {"name": "digits10", "options": {"train_per_class": 20, "test_per_class": 5}},
+           "model": {"name": "cnn4", "width": 0.25}, "partition": {"num_clients": 2, "min_size": 2},
+           "training": {"rounds": 1, "clients_per_round": 2}}
+    assert main(["train", "--config-json", json.dumps(run), "--set", "training.lr=0.02",
+                 "--out", "out", "--device", "cpu"]) == 0
+    final = json.loads(capsys.readouterr().out)
+    assert final["status"] == "completed"
+    assert main(["run-id", "--config-json", json.dumps(run), "--set", "training.lr=0.02"]) == 0
+    assert capsys.readouterr().out.strip() == final["run_id"]
+    assert main(["evaluate", "--run", "out", "--device", "cpu"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    logged = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert evaluated["test_acc"] == pytest.approx(logged["test_acc"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run-id", "--config-json", '{"trainin": {}}'], "unknown setting 'trainin'"),
+    (["run-id", "--config-json", '{"model": {"name": "x"}}', "--set", "training.rounds=0"],
+     "training.rounds must be a positive integer"),
+    (["prepare-data", "--dataset", "cifar10", "--root", "{tmp}"], "--download"),
+    (["prepare-data", "--dataset", "imagenet22k"], "valid: .*cifar10"),
+    (["evaluate", "--run", "{tmp}"], "resolved.yaml"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(argv, message, tmp_path, capsys):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fedhet {argv[0]}: error:") and len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+
+
+def test_channels_last_views_keep_the_model_working():
+    torch.manual_seed(0)
+    model = build_model("resnet10", 10, 3, 16, 0.125)
+    x = torch.randn(2, 3, 16, 16)
+    expected = model.eval()(x)
+    flat = FlatModel(model, channels_last=True)
+    conv = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(model(x.contiguous(memory_format=torch.channels_last)), expected, atol=1e-5)
+    flat.params.mul_(0)
+    assert float(conv.weight.detach().abs().sum()) == 0.0
