@@ -41,6 +41,9 @@ ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
     "moon": {"mu": 5.0, "temperature": 0.5},
 }
 
+# Plug-ins and their parameters with defaults; each plug-in's module registers the class.
+PLUGIN_PARAMS: dict[str, dict[str, Any]] = {}
+
 DEFAULTS: dict[str, Any] = {
     "name": "",  # readable prefix of the run id; empty = built from the settings
     "seed": 0,
@@ -139,7 +142,12 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
         extra = set(plugin) - {"name", "params"}
         if extra:
             raise ConfigError(f"unknown setting 'plugins[{i}].{sorted(extra)[0]}'")
-        plugins.append({"name": plugin["name"], "params": dict(plugin.get("params") or {})})
+        name = plugin["name"]
+        if name not in PLUGIN_PARAMS:
+            valid = ", ".join(sorted(PLUGIN_PARAMS)) or "(none)"
+            raise ConfigError(f"unknown plug-in '{name}'; valid: {valid}")
+        params = _merge(PLUGIN_PARAMS[name], plugin.get("params") or {}, f"plugins[{i}].params({name}).")
+        plugins.append({"name": name, "params": params})
     run["plugins"] = plugins
     t = run["training"]
     for key in ("rounds", "clients_per_round", "batch_size"):
