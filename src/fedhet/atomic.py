@@ -12,6 +12,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
+# The process umask, read once (os.umask can only be read by setting it).
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 def write_with(path: str | os.PathLike, writer: Callable[[IO[bytes]], None]) -> Path:
     """Call `writer(fh)` on a temporary file next to `path` and rename it into place."""
@@ -19,6 +23,7 @@ def write_with(path: str | os.PathLike, writer: Callable[[IO[bytes]], None]) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
         with os.fdopen(fd, "wb") as fh:
             writer(fh)
             fh.flush()

@@ -24,9 +24,9 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from fedhet import config as _config
 from fedhet.config import (
     ALGORITHM_PARAMS,
-    IMPLEMENTATION_VERSIONS,
     ConfigError,
     load_yaml,
     resolve_run,
@@ -74,8 +74,8 @@ PARTITION_SCHEMES = (
     "rotation",
     "subset",
 )
-# Plug-ins the papers use. One counts as implemented once the package lists it in
-# fedhet.config.IMPLEMENTATION_VERSIONS; until then its cells are "pending" (no run, empty cell).
+# Plug-ins the papers use. One counts as implemented once the package declares it in
+# fedhet.config.PLUGIN_PARAMS; until then its cells are "pending" (no run, empty cell).
 KNOWN_PLUGINS = ("vhl", "fedimpro", "fedbr", "fedlgd", "clsnorm", "clsprox")
 
 TABLE_KINDS = ("accuracy", "rounds_to_target", "settings")
@@ -133,7 +133,9 @@ def short_hash(obj: Any, length: int = 6) -> str:
 
 
 def plugin_available(name: str) -> bool:
-    return name in IMPLEMENTATION_VERSIONS
+    """A plug-in is implemented once the package declares its parameters
+    (fedhet.config.PLUGIN_PARAMS); until then its cells are pending."""
+    return name in getattr(_config, "PLUGIN_PARAMS", {})
 
 
 def parse_reference(value: Any) -> tuple[float | None, float | None]:
@@ -600,6 +602,12 @@ def expand_item(
             pending = [
                 p.get("name") for p in patch.get("plugins") or [] if not plugin_available(p.get("name"))
             ]
+            if pending:
+                # resolve without the missing plug-ins: the cell still shows its settings
+                patch = {
+                    **patch,
+                    "plugins": [p for p in patch["plugins"] if p.get("name") not in pending],
+                }
             for s_i, seed in enumerate(seeds):
                 scaled = apply_scale({**patch, "seed": seed}, scale, file)
                 try:

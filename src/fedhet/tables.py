@@ -163,8 +163,8 @@ def parse_reference(value: Any) -> tuple[float, float]:
         std = parse_reference(value[1])[0] if len(value) > 1 else None
         return mean, std
     if isinstance(value, str):
-        return (NAN, NAN) if value.strip().lower() == "nan" else (float(value), NAN)
-    return float(value), NAN
+        return (NAN, None) if value.strip().lower() == "nan" else (float(value), None)
+    return float(value), None
 
 
 def _nested(node: Any, keys: Sequence[str]) -> Any:

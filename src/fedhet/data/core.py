@@ -16,12 +16,12 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fedhet import atomic
 from fedhet.registry import Registry
 
 if TYPE_CHECKING:
@@ -32,8 +32,6 @@ CACHE_FORMAT = 1
 # Options that do not change the tensors: left out of the cache key.
 NON_CONTENT_OPTIONS = ("download", "stands_in_for")
 DEFAULT_ROOT = "resources/datasets"
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 
 class DatasetNotAvailable(RuntimeError):
@@ -366,17 +364,7 @@ def _serialise(payload: dict[str, Any]) -> bytes:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary file in the same folder and os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.write_with(path, lambda fh: fh.write(data))
 
 
 def file_sha256(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
