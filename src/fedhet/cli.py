@@ -184,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--round-time", action="store_true",
                    help="also time one FedAvg round of the paper setting (5 clients × 5000 images)")
     p.set_defaults(func=cmd_bench)
+
+    from fedhet.posthoc.cli import add_subcommands as add_posthoc_subcommands
+
+    add_posthoc_subcommands(sub)
     return parser
 
 

@@ -29,6 +29,11 @@ IMPLEMENTATION_VERSIONS: dict[str, int] = {
     "fedavgm": 1,
     "feddyn": 1,
     "moon": 1,
+    "clsnorm": 1,
+    "clsprox": 1,
+    "ccvr": 1,  # post-hoc calibration (fedhet.posthoc); not part of any training run's hash
+    "vhl": 1,
+    "feddf": 1,
 }
 
 ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
@@ -42,7 +47,45 @@ ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 # Plug-ins and their parameters with defaults; each plug-in's module registers the class.
-PLUGIN_PARAMS: dict[str, dict[str, Any]] = {}
+PLUGIN_PARAMS: dict[str, dict[str, Any]] = {
+    # CCVR §3.3: logits z·φ_i/‖φ_i‖ (no scale); bias: add the head's bias (the paper has none).
+    "clsnorm": {"bias": False},
+    # CCVR §3.3: (μ/2)‖φ_k − φ_g‖² on the classifier; μ not given in the paper (assumed).
+    "clsprox": {"mu": 0.01},
+    # VHL (fedhet.methods.vhl). Paper = VHL text; code = the authors' code (implementation notes).
+    "vhl": {
+        "variant": "vhl",  # vhl | naive (no calibration) | vfa (Gaussian features) | vftl (pre-train)
+        "virtual_kind": "stylegan",  # stylegan | noise | cnn | tinyimagenet10 (fedhet.virtual)
+        "virtual_classes": None,  # C_v; None = C natural classes (paper)
+        "virtual_per_class": 200,  # code's active setting (a commented variant: 5000)
+        "virtual_seed": 0,  # assumed: one virtual dataset for every run seed, as generated once
+        "virtual_options": {},  # generator options, see fedhet.virtual.generators
+        "virtual_batch_size": None,  # None = training.batch_size (paper: 128 natural + 128 virtual)
+        "virtual_augment": True,  # code: RandomCrop + HFlip on virtual images too
+        "virtual_normalization": "code",  # code: mean 0.5, std 0.25; natural: dataset statistics
+        "virtual_ce_weight": 1.0,  # code
+        "calibration_weight": 1.0,  # code; Table 6 default (assumed reading)
+        "calibration_layer": "penultimate",  # code: avgpool feature before the classifier
+        "temperature": 0.07,  # code: SupCon tau = base tau = 0.07, mode "all"
+        "virtual_supcon_weight": 0.1,  # assumed (code): extra SupCon on virtual features alone
+        "eval_protocol": "all",  # assumed (code): argmax over C + C_v; natural = argmax over C
+        "vfa_mean_std": 1.0,  # assumed: VFA class means ~ N(0, 1) at the calibration layer
+        "vfa_std": 0.3,  # assumed: VFA samples ~ N(mean, 0.3^2)
+        "vftl_steps": 1000,  # assumed: SGD steps of server pre-training on virtual data (VFTL)
+    },
+    # FedDF (fedhet.methods.feddf): server-side ensemble distillation after aggregation.
+    "feddf": {
+        "unlabeled": "cifar100",  # dataset name, or "noise"; FedDF's choice for CIFAR-10
+        "unlabeled_options": {},  # dataset options (images are converted to the run's shape)
+        "unlabeled_size": None,  # None = every training image of the unlabeled dataset
+        "steps": 1000,  # assumed: FedDF runs up to 10^4 steps with early stopping on validation
+        "batch_size": None,  # None = training.batch_size (FedDF: 64)
+        "lr": 1.0e-3,  # FedDF: Adam, lr 1e-3
+        "temperature": 1.0,  # FedDF code default KL temperature
+        "augment": True,  # assumed: the training augmentation on the unlabeled images
+        "seed": 0,  # which unlabeled subset when unlabeled_size is set
+    },
+}
 
 DEFAULTS: dict[str, Any] = {
     "name": "",  # readable prefix of the run id; empty = built from the settings

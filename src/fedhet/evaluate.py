@@ -12,6 +12,7 @@ from fedhet.config import load_yaml, resolve_run
 from fedhet.data import load_dataset
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.evaluation import evaluate_model
+from fedhet.methods.ccvr_plugins import apply_inference_plugins
 from fedhet.models import build_model
 from fedhet.train import pick_device
 
@@ -31,6 +32,7 @@ def load_run_model(run_dir: str | os.PathLike, model_path: str | os.PathLike | N
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; train the run first (fedhet train)")
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    apply_inference_plugins(model, run)  # e.g. clsnorm normalises the head at inference too
     return model.to(pick_device(device)), data, run
 
 

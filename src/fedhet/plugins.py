@@ -53,3 +53,7 @@ class Plugin:
 
 
 PLUGINS: Registry[type[Plugin]] = Registry("plug-in")
+
+
+# Register the plug-ins of the paper methods (they subclass Plugin, defined above).
+import fedhet.methods  # noqa: E402,F401  isort: skip
