@@ -59,8 +59,11 @@ def test_scaffold_control_variates_and_server_step():
     c = ctx(1, params=t(0.0, 0.0), grads=t(1.0, 1.0), global_params=t(1.0, 1.0), lr=0.1)
     alg.client_begin(c)
     alg.correct_gradient(c)
-    # g − c_i + c with c_i = 0
-    assert torch.allclose(c.grads, t(1.2, 0.8))
+    assert torch.allclose(c.grads, t(1.0, 1.0))  # the gradient itself is left alone
+    alg.after_step(c)
+    # y ← y − η(c − c_i) with c_i = 0
+    assert torch.allclose(c.params, t(-0.02, 0.02))
+    c.params.copy_(t(0.0, 0.0))
     up = update(1, t(0.5, 0.8), n=10, steps=5)
     alg.client_end(c, up)
     # c_i⁺ = c_i − c + (x − y)/(K η) = 0 − (0.2, −0.2) + ((0.5, 0.2))/(5·0.1)

@@ -24,7 +24,7 @@ IMPLEMENTATION_VERSIONS: dict[str, int] = {
     "partition": 1,
     "fedavg": 1,
     "fedprox": 1,
-    "scaffold": 1,
+    "scaffold": 2,  # 2: correction applied after the step, outside client momentum
     "fednova": 1,
     "fedavgm": 1,
     "feddyn": 1,
@@ -52,7 +52,7 @@ PLUGIN_PARAMS: dict[str, dict[str, Any]] = {
     "clsnorm": {"bias": False},
     # CCVR §3.3: (μ/2)‖φ_k − φ_g‖² on the classifier; μ not given in the paper (assumed).
     "clsprox": {"mu": 0.01},
-    # VHL (fedhet.methods.vhl). Paper = VHL text; code = the authors' code (implementation notes).
+    # VHL (fedhet.methods.vhl). "code" = the authors' public code, "assumed" = not in the paper.
     "vhl": {
         "variant": "vhl",  # vhl | naive (no calibration) | vfa (Gaussian features) | vftl (pre-train)
         "virtual_kind": "stylegan",  # stylegan | noise | cnn | tinyimagenet10 (fedhet.virtual)
@@ -61,7 +61,7 @@ PLUGIN_PARAMS: dict[str, dict[str, Any]] = {
         "virtual_seed": 0,  # assumed: one virtual dataset for every run seed, as generated once
         "virtual_options": {},  # generator options, see fedhet.virtual.generators
         "virtual_batch_size": None,  # None = training.batch_size (paper: 128 natural + 128 virtual)
-        "virtual_augment": True,  # code: RandomCrop + HFlip on virtual images too
+        "virtual_augment": True,  # code: RandomCrop + HFlip on virtual images (any dataset)
         "virtual_normalization": "code",  # code: mean 0.5, std 0.25; natural: dataset statistics
         "virtual_ce_weight": 1.0,  # code
         "calibration_weight": 1.0,  # code; Table 6 default (assumed reading)

@@ -8,8 +8,9 @@ read like the papers' equations. The engine calls, per round:
         per local step:
             loss = task loss + extra_loss(ctx, out)
             backward → ctx.grads
-            correct_gradient(ctx)              # FedProx, SCAFFOLD, FedDyn
+            correct_gradient(ctx)              # FedProx, FedDyn
             SGD step on the flat vectors
+            after_step(ctx)                    # SCAFFOLD's control-variate correction
         client_end(ctx, update)                # control variates, normalisers
     aggregate(round, w_g, updates) → new w_g   # FedAvg, FedNova, FedAvgM, ...
 
@@ -98,6 +99,9 @@ class Algorithm:
 
     def correct_gradient(self, ctx: ClientContext) -> None:
         """Modify `ctx.grads` in place before the optimizer step."""
+
+    def after_step(self, ctx: ClientContext) -> None:
+        """Modify `ctx.params` in place after the optimizer step."""
 
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
         """Update client state and attach what the server needs to `update.extra`."""

@@ -57,7 +57,10 @@ class FedProx(Algorithm):
 class Scaffold(Algorithm):
     """SCAFFOLD with option-II control variates (Karimireddy et al., 2020, Alg. 1).
 
-    Local step: y ← y − η (g(y) − c_i + c).
+    Local step: y ← y − η (g(y) − c_i + c). The correction −η(c − c_i) is applied after
+    the optimizer step, outside client momentum (as the VHL/FedImpro code does): through
+    the momentum buffer it would be amplified 1/(1−ρ)-fold on top of c_i, which already
+    carries the momentum-amplified step, and runs diverge. Without momentum both coincide.
     Client:     c_i⁺ = c_i − c + (x − y)/(K η),   Δc_i = c_i⁺ − c_i.
     Server:     x ← x + η_g · avg(y_i − x),       c ← c + (|S|/N) · (1/|S|) Σ Δc_i.
     `paper_server_update: false` drops the |S|/N factor, as the VHL/FedImpro code does.
@@ -74,8 +77,8 @@ class Scaffold(Algorithm):
     def client_begin(self, ctx: ClientContext) -> None:
         ctx.extra["correction"] = self.c - self.c_i.get(ctx.client)
 
-    def correct_gradient(self, ctx: ClientContext) -> None:
-        ctx.grads.add_(ctx.extra["correction"])
+    def after_step(self, ctx: ClientContext) -> None:
+        ctx.params.sub_(ctx.extra["correction"], alpha=ctx.lr)
 
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
         c_i = self.c_i.get(ctx.client)

@@ -206,6 +206,7 @@ class Federation:
                     if momentum:
                         step = buf.mul_(momentum).add_(step)
                     work.params.sub_(step, alpha=lr)
+                    self.algorithm.after_step(ctx)
                 loss_sum += loss.detach().float()
                 ctx.steps += 1
         update = ClientUpdate(client, work.params.clone(), work.buffers.clone(), n, ctx.steps)
