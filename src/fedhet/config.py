@@ -54,12 +54,12 @@ PLUGIN_PARAMS: dict[str, dict[str, Any]] = {
     "clsprox": {"mu": 0.01},
     # VHL (fedhet.methods.vhl). "code" = the authors' public code, "assumed" = not in the paper.
     "vhl": {
-        "variant": "vhl",  # vhl | naive (no calibration) | vfa (Gaussian features) | vftl (pre-train)
+        "variant": "vhl",  # vhl | naive (no calibration) | vfa (Gaussian features) | vftl
         "virtual_kind": "stylegan",  # stylegan | noise | cnn | tinyimagenet10 (fedhet.virtual)
         "virtual_classes": None,  # C_v; None = C natural classes (paper)
         "virtual_per_class": 200,  # code's active setting (a commented variant: 5000)
         "virtual_seed": 0,  # assumed: one virtual dataset for every run seed, as generated once
-        "virtual_options": {},  # generator options, see fedhet.virtual.generators
+        "virtual_options": {},  # generator options and defaults: fedhet.virtual.spec
         "virtual_batch_size": None,  # None = training.batch_size (paper: 128 natural + 128 virtual)
         "virtual_augment": True,  # code: RandomCrop + HFlip on virtual images (any dataset)
         "virtual_normalization": "code",  # code: mean 0.5, std 0.25; natural: dataset statistics

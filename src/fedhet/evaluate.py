@@ -14,6 +14,7 @@ from fedhet.engine.augment import Augmenter
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.methods.ccvr_plugins import apply_inference_plugins
 from fedhet.models import build_model
+from fedhet.plugins import PLUGINS, eval_logit_map, model_classes
 from fedhet.train import pick_device
 
 
@@ -26,7 +27,8 @@ def load_run_model(run_dir: str | os.PathLike, model_path: str | os.PathLike | N
     run = resolve_run(resolved)
     d, m = run["dataset"], run["model"]
     data = load_dataset(d["name"], d["root"], d["options"])
-    model = build_model(m["name"], data.num_classes, int(data.x_train.shape[1]),
+    outputs = model_classes(run, data.num_classes)  # + VHL's virtual classes
+    model = build_model(m["name"], outputs, int(data.x_train.shape[1]),
                         int(data.x_train.shape[-1]), m["width"], **m["options"])
     path = Path(model_path) if model_path else run_dir / "model.pt"
     if not path.exists():
@@ -42,6 +44,8 @@ def evaluate_run(run_dir: str | os.PathLike, model_path: str | os.PathLike | Non
     model, data, run = load_run_model(run_dir, model_path, device)
     dev = next(model.parameters()).device
     augmenter = Augmenter("none", data.mean, data.std, int(data.x_train.shape[-1]), dev)
+    plugins = [PLUGINS.get(p["name"])(p["params"]) for p in run["plugins"]]
     acc, loss = evaluate_model(model, data.x_test.to(dev), data.y_test.to(dev), augmenter,
-                               run["eval"]["batch_size"])
+                               run["eval"]["batch_size"],
+                               logit_map=eval_logit_map(plugins, data.num_classes))
     return {"test_acc": acc, "test_loss": loss, "model": str(model_path or Path(run_dir) / "model.pt")}

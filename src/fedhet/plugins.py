@@ -9,6 +9,7 @@ VHL × SCAFFOLD is the SCAFFOLD update applied to VHL's objective.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -45,6 +46,15 @@ class Plugin:
     def round_end(self, round: int) -> None:
         """Called after aggregation."""
 
+    @classmethod
+    def extra_classes(cls, num_classes: int, params: dict[str, Any]) -> int:
+        """Classifier outputs this plug-in needs beyond the dataset's classes (VHL: C_v)."""
+        return 0
+
+    def eval_logits(self, logits: torch.Tensor, num_classes: int) -> torch.Tensor:
+        """Test logits → logits whose argmax is the prediction on the dataset's classes."""
+        return logits
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 
@@ -53,6 +63,23 @@ class Plugin:
 
 
 PLUGINS: Registry[type[Plugin]] = Registry("plug-in")
+
+
+def model_classes(run: dict[str, Any], num_classes: int) -> int:
+    """Classifier outputs of a run's model: the dataset's classes plus its plug-ins' extra."""
+    return num_classes + sum(PLUGINS.get(p["name"]).extra_classes(num_classes, p["params"])
+                             for p in run["plugins"])
+
+
+def eval_logit_map(plugins: list[Plugin], num_classes: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Test logits → what the plug-ins score (VHL: natural classes only, or all outputs)."""
+
+    def apply(logits: torch.Tensor) -> torch.Tensor:
+        for plugin in plugins:
+            logits = plugin.eval_logits(logits, num_classes)
+        return logits
+
+    return apply
 
 
 # Register the plug-ins of the paper methods (they subclass Plugin, defined above).

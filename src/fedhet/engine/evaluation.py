@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
@@ -14,7 +15,9 @@ from fedhet.engine.augment import Augmenter
 @torch.no_grad()
 def evaluate_model(model: nn.Module, x: torch.Tensor, y: torch.Tensor, augmenter: Augmenter,
                    batch_size: int = 512,
-                   autocast: AbstractContextManager | None = None) -> tuple[float, float]:
+                   autocast: AbstractContextManager | None = None,
+                   logit_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                   ) -> tuple[float, float]:
     """Accuracy and mean cross-entropy over (x, y); one device sync at the end."""
     model.eval()
     autocast = autocast or nullcontext()
@@ -25,6 +28,8 @@ def evaluate_model(model: nn.Module, x: torch.Tensor, y: torch.Tensor, augmenter
         yb = y[start:start + batch_size]
         with autocast:
             logits = model(xb)
+            if logit_map is not None:
+                logits = logit_map(logits)
         loss += F.cross_entropy(logits.float(), yb, reduction="sum")
         correct += (logits.argmax(1) == yb).sum()
     n = y.numel()

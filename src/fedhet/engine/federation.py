@@ -28,7 +28,7 @@ from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.models import build_model
-from fedhet.plugins import PLUGINS
+from fedhet.plugins import PLUGINS, eval_logit_map, model_classes
 
 
 @dataclass
@@ -79,6 +79,7 @@ class Federation:
         self.channels_last = bool(rt["channels_last"]) and device.type == "cuda"
 
         self.num_classes = data.num_classes
+        self.model_classes = model_classes(run, self.num_classes)
         channels, size = int(data.x_train.shape[1]), int(data.x_train.shape[-1])
         self.global_ = self._build_model(channels, size)
         self.work = self._build_model(channels, size)
@@ -120,7 +121,7 @@ class Federation:
     def _build_model(self, channels: int, size: int) -> FlatModel:
         m = self.run["model"]
         torch.manual_seed(derive_seed(self.seed, "init"))
-        module = build_model(m["name"], self.num_classes, channels, size, m["width"], **m["options"])
+        module = build_model(m["name"], self.model_classes, channels, size, m["width"], **m["options"])
         module = module.to(self.device)
         if self.channels_last:
             module = module.to(memory_format=torch.channels_last)
@@ -252,7 +253,8 @@ class Federation:
     def evaluate(self, batch_size: int = 512) -> tuple[float, float]:
         """Test accuracy and mean test loss of the global model."""
         return evaluate_model(self.global_.module, self.x_test, self.y_test, self.augmenter,
-                              batch_size, self.autocast)
+                              batch_size, self.autocast,
+                              logit_map=eval_logit_map(self.plugins, self.num_classes))
 
     def global_head_norms(self) -> torch.Tensor:
         off, numel, shape = self.head_weight

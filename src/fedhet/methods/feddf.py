@@ -1,0 +1,135 @@
+"""FedDF — ensemble distillation for model fusion (Lin et al., NeurIPS 2020) as a plug-in.
+
+After the base algorithm aggregated a round, the averaged model (the student) is trained to
+match the ensemble of the round's client models (the teachers) on unlabeled data:
+
+    min_w  KL( softmax(mean_k f_k(x) / T) ‖ softmax(f_w(x) / T) ) · T²,   x ~ unlabeled data
+
+with the teachers' logits averaged (FedDF's `avg_logits`), Adam (lr 1e-3, fresh each round),
+`steps` steps of `batch_size` images. Unlabeled data is a registered dataset's training images
+converted to the run's channels and size (FedDF uses CIFAR-100 for CIFAR-10; the offline demo
+uses `digits100`), augmented like the training data and normalised with the natural data's
+statistics, or, with `unlabeled: noise`, Gaussian noise images drawn directly in the
+normalised input space (VHL Table 8's "FedDF + noise"; assumed N(0, 1) per pixel).
+
+Deviations (assumed): no early stopping (FedDF stops when accuracy on a held-out validation
+split stops improving; this engine has no validation split), so `steps` is fixed; teachers
+run in eval mode, the student in train mode (its BatchNorm statistics follow the unlabeled
+data, as in FedDF).
+
+The client models are recorded in `client_end` (the update's flat parameters and buffers) and
+run one after the other in the federation's working model, which is idle after aggregation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from fedhet.algorithms.base import ClientContext, ClientUpdate
+from fedhet.config import PLUGIN_PARAMS
+from fedhet.engine.seeding import derive_seed, generator
+from fedhet.plugins import PLUGINS, Plugin
+
+
+def distillation_loss(student_logits: Tensor, teacher_logits: Tensor,
+                      temperature: float = 1.0) -> Tensor:
+    """KL(p_teacher ‖ p_student) at temperature T, times T² (mean over the batch)."""
+    t = temperature
+    log_p = F.log_softmax(student_logits.float() / t, dim=1)
+    q = F.softmax(teacher_logits.float() / t, dim=1)
+    return F.kl_div(log_p, q, reduction="batchmean") * (t * t)
+
+
+@PLUGINS.register("feddf")
+class FedDF(Plugin):
+    """Server-side ensemble distillation of the aggregated model from the client models."""
+
+    name = "feddf"
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        super().__init__(params)
+        self.hp = {**PLUGIN_PARAMS["feddf"], **self.hp}
+        self.teachers: list[tuple[Tensor, Tensor]] = []
+        self.last_loss: float | None = None
+
+    def setup(self, federation: Any) -> None:
+        fed = self.fed = federation
+        hp = self.hp
+        self.device = fed.device
+        batch = hp["batch_size"]
+        self.batch = int(fed.run["training"]["batch_size"] if batch is None else batch)
+        self.channels, self.size = int(fed.x_train.shape[1]), int(fed.x_train.shape[-1])
+        if hp["unlabeled"] == "noise":
+            self.x_unlabeled = None
+            return
+        from fedhet.data import load_dataset
+        from fedhet.data.imageops import conform
+
+        data = load_dataset(hp["unlabeled"], fed.run["dataset"]["root"],
+                            dict(hp["unlabeled_options"] or {}))
+        x = data.x_train
+        if hp["unlabeled_size"] is not None and int(hp["unlabeled_size"]) < len(x):
+            gen = torch.Generator()
+            gen.manual_seed(derive_seed(int(hp["seed"]), "feddf", "subset"))
+            pick = torch.randperm(len(x), generator=gen)[: int(hp["unlabeled_size"])].sort().values
+            x = x[pick]
+        self.x_unlabeled = conform(x.clone(), self.channels, self.size).to(self.device)
+        self.unlabeled_source = data.stands_in_for or data.name
+
+    def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
+        self.teachers.append((update.params, update.buffers))
+
+    def _batch(self, gen: torch.Generator) -> Tensor:
+        fed = self.fed
+        if self.x_unlabeled is None:
+            return torch.randn(self.batch, self.channels, self.size, self.size,
+                               device=self.device, generator=gen)
+        take = torch.randint(len(self.x_unlabeled), (self.batch,), device=self.device,
+                             generator=gen)
+        if self.hp["augment"]:
+            return fed.augmenter.train(self.x_unlabeled[take], gen)
+        return fed.augmenter.test(self.x_unlabeled[take])
+
+    def round_end(self, round: int) -> None:
+        teachers, self.teachers = self.teachers, []
+        steps = int(self.hp["steps"])
+        if not teachers or steps <= 0:
+            return
+        fed = self.fed
+        with torch.enable_grad():  # the engine calls round_end under no_grad
+            self._distill(fed, teachers, steps, round)
+
+    def _distill(self, fed: Any, teachers: list[tuple[Tensor, Tensor]], steps: int,
+                 round: int) -> None:
+        student, work = fed.global_, fed.work
+        gen = generator(self.device, fed.seed, "feddf", round)
+        torch.manual_seed(derive_seed(fed.seed, "feddf", round))
+        params = list(student.module.parameters())
+        # Adam updates the parameters in place, so they stay views of the flat vector.
+        opt = torch.optim.Adam(params, lr=float(self.hp["lr"]))
+        t = float(self.hp["temperature"])
+        student.module.train()
+        work.module.eval()
+        total = torch.zeros((), device=self.device)
+        for _ in range(steps):
+            x = self._batch(gen)
+            if getattr(fed, "channels_last", False):
+                x = x.contiguous(memory_format=torch.channels_last)
+            with torch.no_grad(), fed.autocast:
+                ensemble = torch.zeros((), device=self.device)
+                for p, b in teachers:
+                    work.load(p, b)
+                    ensemble = ensemble + work.module(x).float()
+                ensemble = ensemble / len(teachers)
+            student.zero_grad()
+            with fed.autocast:
+                loss = distillation_loss(student.module(x), ensemble, t)
+            loss.backward()
+            opt.step()
+            total += loss.detach()
+        student.zero_grad()
+        self.last_loss = float(total) / steps

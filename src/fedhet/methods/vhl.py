@@ -1,0 +1,308 @@
+"""VHL — Virtual Homogeneity Learning (Tang et al., ICML 2022) as a plug-in.
+
+Every client trains on its natural batch plus a batch of a shared virtual dataset (images
+from an untrained StyleGAN-v2, one Gaussian latent mean per class; see `fedhet.virtual`):
+
+    loss = CE(f(x), y) + w_v · CE(f(x_v), k + C)
+           + w_cal · SupCon([ẑ(x); ẑ(x_v).detach()], [y; k])      (feature calibration)
+           + w_vs · SupCon(ẑ(x_v), k)                              (virtual features alone)
+
+with ẑ the L2-normalised feature at `calibration_layer` (conv activations are average-pooled),
+SupCon the supervised contrastive loss of Khosla et al. (τ = 0.07, contrast mode "all"), natural
+class k and virtual class k positives of each other. Natural and virtual batches go through the
+model in one forward pass (BatchNorm sees both, as the authors' code). The classifier has
+C + C_v outputs; the engine builds it so via `VHL.extra_classes` and maps test logits through
+`VHL.eval_logits`.
+
+Variants (`variant`, VHL Table 6): `vhl`; `naive` (virtual data, no calibration, no virtual
+SupCon); `vfa` (no virtual images: `virtual_batch_size` features a step drawn from per-class
+Gaussians at the calibration layer, calibration only, C outputs); `vftl` (before round 1 the
+server model is trained on the virtual data alone for `vftl_steps` SGD steps at the training
+lr, momentum and weight decay; then plain training of the base algorithm, C + C_v outputs).
+
+Which details come from the paper, which from the authors' code, and which are assumed is said
+next to each parameter in `fedhet.config.PLUGIN_PARAMS["vhl"]`.
+
+With `virtual_classes: 0`, `virtual_batch_size: 0` and `calibration_weight: 0` the plug-in does
+nothing at all (no extra outputs, no extra random draws), so the run equals its base run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from fedhet.algorithms.base import ClientContext, StepOutput
+from fedhet.config import PLUGIN_PARAMS
+from fedhet.engine.augment import Augmenter
+from fedhet.engine.seeding import derive_seed, generator
+from fedhet.plugins import PLUGINS, Plugin
+
+VARIANTS = ("vhl", "naive", "vfa", "vftl")
+EVAL_PROTOCOLS = ("all", "natural")
+NORMALIZATIONS = ("code", "natural")
+CODE_MEAN, CODE_STD = 0.5, 0.25  # the authors' Normalize for virtual images
+
+
+def supcon_loss(features: Tensor, labels: Tensor, temperature: float = 0.07,
+                base_temperature: float | None = None) -> Tensor:
+    """Supervised contrastive loss (Khosla et al., 2020), one view per sample, mode "all".
+
+    `features` `[N, D]` are L2-normalised. For each anchor i with at least one positive
+    (another sample of its label), ℓ_i = −(τ/τ_b) · mean_{p ∈ P(i)} log softmax_{a ≠ i}(z_i·z_a/τ)_p;
+    the loss is the mean of ℓ_i over those anchors (0 when no anchor has a positive).
+    """
+    base = temperature if base_temperature is None else base_temperature
+    n = features.shape[0]
+    sim = features @ features.t() / temperature
+    sim = sim - sim.max(dim=1, keepdim=True).values.detach()  # stability; cancels out
+    not_self = ~torch.eye(n, dtype=torch.bool, device=features.device)
+    denom = (sim.exp() * not_self).sum(dim=1, keepdim=True)
+    log_prob = sim - denom.log()
+    positive = (labels[:, None] == labels[None, :]) & not_self
+    counts = positive.sum(dim=1)
+    has = counts > 0
+    if not bool(has.any()):
+        return features.sum() * 0.0
+    mean_log_prob_pos = (log_prob * positive).sum(dim=1)[has] / counts[has]
+    return -(temperature / base) * mean_log_prob_pos.mean()
+
+
+def calibration_loss(natural: Tensor, virtual: Tensor, y: Tensor, y_virtual: Tensor,
+                     temperature: float = 0.07) -> Tensor:
+    """SupCon on L2-normalised [natural; virtual] features with the virtual ones detached:
+    natural features of class k are pulled towards virtual features of class k, and no
+    gradient reaches the virtual features (VHL App. C.2)."""
+    z = torch.cat([F.normalize(natural.float(), dim=1),
+                   F.normalize(virtual.detach().float(), dim=1)])
+    return supcon_loss(z, torch.cat([y, y_virtual]), temperature)
+
+
+def pooled(h: Tensor) -> Tensor:
+    """A split-point activation as `[B, D]`: conv maps average-pooled, others flattened."""
+    return h.mean(dim=(2, 3)) if h.dim() == 4 else h.flatten(1)
+
+
+def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The plug-in's defaults updated with `params` (already merged by `resolve_run`)."""
+    hp = {**PLUGIN_PARAMS["vhl"], **params}
+    if hp["variant"] not in VARIANTS:
+        raise ValueError(f"vhl: unknown variant '{hp['variant']}'; valid: {', '.join(VARIANTS)}")
+    if hp["eval_protocol"] not in EVAL_PROTOCOLS:
+        raise ValueError(f"vhl: unknown eval_protocol '{hp['eval_protocol']}'; "
+                         f"valid: {', '.join(EVAL_PROTOCOLS)}")
+    if hp["virtual_normalization"] not in NORMALIZATIONS:
+        raise ValueError(f"vhl: unknown virtual_normalization '{hp['virtual_normalization']}'; "
+                         f"valid: {', '.join(NORMALIZATIONS)}")
+    return hp
+
+
+def num_virtual_classes(num_classes: int, hp: dict[str, Any]) -> int:
+    """C_v: `virtual_classes`, or C when it is None (the paper's choice)."""
+    cv = hp["virtual_classes"]
+    return int(num_classes if cv is None else cv)
+
+
+@PLUGINS.register("vhl")
+class VHL(Plugin):
+    """Virtual data in the batch, C + C_v outputs, feature calibration by SupCon."""
+
+    name = "vhl"
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        super().__init__(params)
+        self.hp = resolve_params(self.hp)
+        self.mode = "off"  # off | images | features
+
+    # -- hooks the engine calls before and after training ----------------------------------
+    @classmethod
+    def extra_classes(cls, num_classes: int, params: dict[str, Any]) -> int:
+        """Outputs the classifier needs beyond the C natural classes: C_v (0 for VFA)."""
+        hp = resolve_params(params)
+        return 0 if hp["variant"] == "vfa" else num_virtual_classes(num_classes, hp)
+
+    def eval_logits(self, logits: Tensor, num_classes: int) -> Tensor:
+        """Test logits → logits whose argmax is the prediction on natural classes.
+
+        `natural`: only the C natural logits compete. `all` (the authors' code): all C + C_v
+        compete, so predicting a virtual class counts as an error.
+        """
+        if self.hp["eval_protocol"] == "natural":
+            return logits[:, :num_classes]
+        return logits
+
+    # -- setup -------------------------------------------------------------------------------
+    def setup(self, federation: Any) -> None:
+        hp = self.hp
+        fed = self.fed = federation
+        self.num_classes = fed.num_classes
+        self.cv = num_virtual_classes(fed.num_classes, hp)
+        self.device = fed.device
+        self.seed = fed.seed
+        batch = hp["virtual_batch_size"]
+        self.batch = int(fed.run["training"]["batch_size"] if batch is None else batch)
+        self.layer = hp["calibration_layer"]
+        variant = hp["variant"]
+        self.w_cal = 0.0 if variant == "naive" else float(hp["calibration_weight"])
+        self.w_vsup = 0.0 if variant == "naive" else float(hp["virtual_supcon_weight"])
+        self.w_vce = float(hp["virtual_ce_weight"])
+        module = fed.global_.module
+        if self.layer not in module.split_points:
+            raise ValueError(f"vhl: calibration_layer '{self.layer}' is not a split point of "
+                             f"{type(module).__name__}; valid: {', '.join(module.split_points)}")
+        expected = fed.num_classes + self.extra_classes(fed.num_classes, hp)
+        if module.num_classes != expected:
+            raise ValueError(
+                f"vhl: the model has {module.num_classes} outputs but needs {expected} "
+                f"(C = {fed.num_classes} natural + virtual classes); the engine must build "
+                "models with num_classes + Plugin.extra_classes(num_classes, params) outputs")
+        if self.cv < 0 or self.batch < 0:
+            raise ValueError("vhl: virtual_classes and virtual_batch_size must be >= 0")
+        if self.cv == 0 or self.batch == 0:
+            if self.cv == 0 and self.batch > 0:
+                raise ValueError("vhl: virtual_batch_size > 0 needs virtual_classes > 0")
+            if self.w_cal and variant in ("vhl", "vfa"):
+                raise ValueError("vhl: calibration needs virtual classes and a virtual batch "
+                                 "(virtual_classes > 0, virtual_batch_size > 0)")
+            return  # nothing to do: the run is the base algorithm's run
+        if variant == "vfa":
+            if self.w_cal:
+                self._setup_features(module)
+                self.mode = "features"
+            return
+        if variant == "vftl":
+            if int(hp["vftl_steps"]) > 0:
+                self._setup_images(fed)
+                self._pretrain_server(fed, int(hp["vftl_steps"]))
+            return
+        self._setup_images(fed)
+        self.mode = "images"
+
+    def _setup_images(self, fed: Any) -> None:
+        from fedhet.virtual import load_or_make_virtual, plugin_settings
+
+        hp = self.hp
+        channels, size = int(fed.x_train.shape[1]), int(fed.x_train.shape[-1])
+        settings = plugin_settings(hp, fed.num_classes, channels, size)
+        data = load_or_make_virtual(settings, fed.run["dataset"]["root"])
+        self.virtual = data
+        self.xv = data.x.to(self.device)
+        self.yv = data.y.to(self.device)
+        if hp["virtual_normalization"] == "code":
+            mean, std = (CODE_MEAN,) * channels, (CODE_STD,) * channels
+        else:
+            mean = tuple(fed.augmenter.mean.flatten().tolist())
+            std = tuple(fed.augmenter.std.flatten().tolist())
+        mode = "crop_flip" if hp["virtual_augment"] else "none"  # the code's virtual loader
+        self.augmenter = Augmenter(mode, mean, std, size, self.device)
+
+    def _setup_features(self, module: torch.nn.Module) -> None:
+        dim = module.split_shapes[self.layer][0]
+        gen = torch.Generator()
+        gen.manual_seed(derive_seed(int(self.hp["virtual_seed"]), "vfa", "means"))
+        means = torch.randn(self.cv, dim, generator=gen) * float(self.hp["vfa_mean_std"])
+        self.feature_means = means.to(self.device)
+
+    # -- local training ----------------------------------------------------------------------
+    def client_begin(self, ctx: ClientContext) -> None:
+        if self.mode == "off":
+            return
+        self.gen = generator(self.device, self.seed, "vhl", ctx.round, ctx.client)
+        self.order: Tensor | None = None
+        self.cursor = 0
+
+    def virtual_batch(self) -> tuple[Tensor, Tensor]:
+        """The next virtual batch of this client: a fresh permutation of the virtual dataset
+        per pass (the last incomplete batch of a pass is dropped), augmented, normalised."""
+        n = self.yv.numel()
+        if self.batch > n:
+            take = torch.randint(n, (self.batch,), device=self.device, generator=self.gen)
+        else:
+            if self.order is None or self.cursor + self.batch > n:
+                self.order = torch.randperm(n, device=self.device, generator=self.gen)
+                self.cursor = 0
+            take = self.order[self.cursor:self.cursor + self.batch]
+            self.cursor += self.batch
+        return self.augmenter.train(self.xv[take], self.gen), self.yv[take]
+
+    def _run(self, model: torch.nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Activation at the calibration layer, penultimate feature and logits, one pass."""
+        if self.layer == "penultimate":
+            h = model.features(x)
+            return h, h, model.head(h)
+        captured: list[Tensor] = []
+        handle = model.head.register_forward_pre_hook(lambda _, args: captured.append(args[0]))
+        try:
+            h = model.forward_to(x, self.layer)
+            logits = model.forward_from(h, self.layer)
+        finally:
+            handle.remove()
+        return h, captured[0], logits
+
+    def forward(self, ctx: ClientContext, x: Tensor, y: Tensor) -> StepOutput | None:
+        if self.mode == "off":
+            return None
+        if self.mode == "features":
+            return self._forward_vfa(ctx, x, y)
+        xv, yv = self.virtual_batch()
+        n = x.shape[0]
+        inputs = torch.cat([x, xv])
+        if getattr(self.fed, "channels_last", False):
+            inputs = inputs.contiguous(memory_format=torch.channels_last)
+        h, feats, logits = self._run(ctx.model, inputs)
+        targets = torch.cat([y, yv + self.num_classes])
+        loss = F.cross_entropy(logits[:n], y)
+        if self.w_vce:
+            loss = loss + self.w_vce * F.cross_entropy(logits[n:], targets[n:])
+        if self.w_cal or self.w_vsup:
+            z = pooled(h)
+            tau = self.hp["temperature"]
+            if self.w_cal:
+                loss = loss + self.w_cal * calibration_loss(z[:n], z[n:], y, yv, tau)
+            if self.w_vsup:
+                zv = F.normalize(z[n:].float(), dim=1)
+                loss = loss + self.w_vsup * supcon_loss(zv, yv, tau)
+        return StepOutput(feats, logits, targets, loss, inputs=inputs)
+
+    def _forward_vfa(self, ctx: ClientContext, x: Tensor, y: Tensor) -> StepOutput:
+        h, feats, logits = self._run(ctx.model, x)
+        loss = F.cross_entropy(logits, y)
+        labels = torch.randint(self.cv, (self.batch,), device=self.device, generator=self.gen)
+        noise = torch.randn(self.batch, self.feature_means.shape[1], device=self.device,
+                            generator=self.gen)
+        virtual = self.feature_means[labels] + float(self.hp["vfa_std"]) * noise
+        loss = loss + self.w_cal * calibration_loss(pooled(h), virtual, y, labels,
+                                                    self.hp["temperature"])
+        return StepOutput(feats, logits, y, loss, inputs=x)
+
+    # -- VFTL: pre-train the server model on virtual data ------------------------------------
+    def _pretrain_server(self, fed: Any, steps: int) -> None:
+        """`steps` SGD steps (training lr, momentum, weight decay) of the global model on the
+        virtual data alone (labels k + C), before round 1."""
+        t = fed.run["training"]
+        lr, momentum, wd = t["lr"], t["momentum"], t["weight_decay"]
+        flat = fed.global_
+        flat.module.train()
+        self.gen = generator(self.device, self.seed, "vftl")
+        self.order, self.cursor = None, 0
+        torch.manual_seed(derive_seed(self.seed, "vftl"))
+        buf = torch.zeros_like(flat.params)
+        for _ in range(steps):
+            xv, yv = self.virtual_batch()
+            if getattr(fed, "channels_last", False):
+                xv = xv.contiguous(memory_format=torch.channels_last)
+            flat.zero_grad()
+            with fed.autocast:
+                loss = F.cross_entropy(flat.module(xv), yv + self.num_classes)
+            loss.backward()
+            with torch.no_grad():
+                step = flat.grads.add_(flat.params, alpha=wd) if wd else flat.grads
+                if momentum:
+                    step = buf.mul_(momentum).add_(step)
+                flat.params.sub_(step, alpha=lr)
+        flat.zero_grad()
+        fed.work.load(flat.params, flat.buffers)
+        self.pretrain_loss = float(loss.detach())
