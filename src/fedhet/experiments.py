@@ -14,10 +14,8 @@ without torch so that the DAG builds in seconds.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import product
@@ -28,7 +26,6 @@ from fedhet import config as _config
 from fedhet.config import (
     ALGORITHM_PARAMS,
     ConfigError,
-    load_yaml,
     resolve_run,
     run_id,
 )
@@ -98,15 +95,39 @@ class ExperimentError(ConfigError):
 # ----------------------------------------------------------------------------- helpers
 
 
+def plain_copy(obj: Any) -> Any:
+    """Copy of a YAML/JSON-like structure (dicts, lists, scalars); much faster than deepcopy."""
+    if isinstance(obj, dict):
+        return {k: plain_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [plain_copy(v) for v in obj]
+    return obj
+
+
 def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     """`base` updated by `patch`; mappings merge recursively, everything else is replaced."""
-    out = copy.deepcopy(dict(base))
+    out = plain_copy(dict(base))
     for key, value in patch.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
             out[key] = deep_merge(out[key], value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = plain_copy(value)
     return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping, with the C parser when PyYAML has it (config files are read on every
+    DAG build)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=loader)  # noqa: S506 (a safe loader)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
 
 
 def set_path(target: dict[str, Any], dotted: str, value: Any) -> None:
@@ -115,7 +136,7 @@ def set_path(target: dict[str, Any], dotted: str, value: Any) -> None:
     node = target
     for key in keys[:-1]:
         node = node.setdefault(key, {})
-    node[keys[-1]] = copy.deepcopy(value)
+    node[keys[-1]] = plain_copy(value)
 
 
 def get_path(source: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
@@ -136,21 +157,6 @@ def plugin_available(name: str) -> bool:
     """A plug-in is implemented once the package declares its parameters
     (fedhet.config.PLUGIN_PARAMS); until then its cells are pending."""
     return name in getattr(_config, "PLUGIN_PARAMS", {})
-
-
-def parse_reference(value: Any) -> tuple[float | None, float | None]:
-    """A transcribed paper value → (value, std). `Nan` (never reached / diverged) → nan;
-    null (not printed) → None; `[mean, std]` → both."""
-    if value is None:
-        return None, None
-    if isinstance(value, list | tuple):
-        mean, std = (list(value) + [None])[:2]
-        return parse_reference(mean)[0], parse_reference(std)[0]
-    if isinstance(value, str):
-        if value.strip().lower() == "nan":
-            return math.nan, None
-        return float(value), None
-    return float(value), None
 
 
 # ----------------------------------------------------------------------------- data classes
@@ -267,9 +273,11 @@ class _Loader:
                 raise ExperimentError(
                     where, "papers", f"unknown paper '{paper}'; valid: {', '.join(PAPERS)}"
                 )
-            data = load_yaml(str(path))
+            data = read_yaml(path)
             if data.get("paper") != paper:
-                raise ExperimentError(path, "paper", f"must be '{paper}', got {data.get('paper')!r}")
+                raise ExperimentError(
+                    path, "paper", f"must be '{paper}', got {data.get('paper')!r}"
+                )
             self.cache[paper] = data
         return self.cache[paper]
 
@@ -295,7 +303,7 @@ class _Loader:
             )
         merged = {
             "settings": deep_merge(base["settings"], proto.get("settings") or {}),
-            "values": copy.deepcopy(base["values"]),
+            "values": plain_copy(base["values"]),
             "defaults": {**base["defaults"], **(proto.get("defaults") or {})},
             # look-up tables are not inherited: a protocol that extends another one states its
             # own per-cell values (a silently inherited learning rate would be a wrong cell)
@@ -328,7 +336,7 @@ def _vocab_entry(proto: dict[str, Any], axis: str, key: str, file: str, where: s
 
 
 def _lookup(
-    values: Mapping[str, Any], by: list[str], labels: Mapping[str, str], axes_keys: dict
+    values: Mapping[str, Any], by: list[str], labels: Mapping[str, str]
 ) -> tuple[bool, Any]:
     node: Any = values
     for axis in by:
@@ -367,7 +375,7 @@ def _check_lookup_keys(lookup: dict, proto: dict[str, Any], file: str, where: st
 def apply_scale(paper_run: dict[str, Any], scale: dict[str, Any], file: str) -> dict[str, Any]:
     """Map paper-scale settings onto the scale (stand-ins, widths, rounds); see
     config/scales/*.yaml for the meaning of each key."""
-    run = copy.deepcopy(paper_run)
+    run = plain_copy(paper_run)
     ds = run.setdefault("dataset", {})
     name = ds.get("name", "digits10")
     mapping = (scale.get("datasets") or {}).get(name)
@@ -396,6 +404,12 @@ def apply_scale(paper_run: dict[str, Any], scale: dict[str, Any], file: str) -> 
         # keep the lr at the last round what the paper's schedule reaches at its last round
         training["lr_decay"] = round(decay ** (paper_rounds / rounds), 6)
     run = deep_merge(run, scale.get("set") or {})
+    plugin_params = scale.get("plugins") or {}
+    if plugin_params and run.get("plugins"):
+        run["plugins"] = [
+            {**p, "params": deep_merge(p.get("params") or {}, plugin_params.get(p["name"]) or {})}
+            for p in run["plugins"]
+        ]
     run["runtime"] = deep_merge(run.get("runtime") or {}, scale.get("runtime") or {})
     return run
 
@@ -543,6 +557,7 @@ def expand_item(
     scale: dict[str, Any],
     seeds: list[int],
     runs: dict[str, dict[str, Any]],
+    skip_plugins: Iterable[str] = (),
 ) -> Item:
     file = str(loader.paper_file(paper))
     section = "figures" if is_figure else "tables"
@@ -559,7 +574,9 @@ def expand_item(
         where = f"{base}.grids[{g}]"
         proto_name = grid.get("protocol", spec.get("protocol"))
         if not proto_name:
-            raise ExperimentError(file, f"{where}.protocol", "missing (set it on the grid or table)")
+            raise ExperimentError(
+                file, f"{where}.protocol", "missing (set it on the grid or table)"
+            )
         if "/" not in proto_name:
             proto_name = f"{paper}/{proto_name}"
         proto = loader.protocol(paper, proto_name, file)
@@ -577,7 +594,7 @@ def expand_item(
                 display[axis] = str(label)
                 patch = deep_merge(patch, vpatch)
             for lookup in proto["lookups"]:
-                found, value = _lookup(lookup.get("values") or {}, lookup["by"], labels, {})
+                found, value = _lookup(lookup.get("values") or {}, lookup["by"], labels)
                 if found:
                     set_path(patch, lookup["key"], value)
                 elif not lookup.get("partial", False):
@@ -599,36 +616,40 @@ def expand_item(
                 metrics=list(metrics),
                 reference=_reference_for(grid, spec, labels, axes, metrics),
             )
-            pending = [
-                p.get("name") for p in patch.get("plugins") or [] if not plugin_available(p.get("name"))
-            ]
+            names = [p.get("name") for p in patch.get("plugins") or []]
+            pending = [n for n in names if not plugin_available(n) or n in skip_plugins]
             if pending:
                 # resolve without the missing plug-ins: the cell still shows its settings
                 patch = {
                     **patch,
                     "plugins": [p for p in patch["plugins"] if p.get("name") not in pending],
                 }
-            for s_i, seed in enumerate(seeds):
-                scaled = apply_scale({**patch, "seed": seed}, scale, file)
-                try:
-                    resolved = resolve_run(scaled)
-                except ConfigError as err:
-                    raise ExperimentError(
-                        file, f"{where} cell {labels}", f"{err} (after applying the scale)"
-                    ) from None
-                _check_names(resolved, file, f"{where} cell {labels}")
-                if s_i == 0:
-                    cell.settings = resolved
-                    if kind == "settings":
-                        key = spec.get("setting_key", "training.lr")
-                        cell.values = {m: get_path(resolved, key) for m in metrics}
-                if pending or kind == "settings":
-                    continue
-                rid = run_id(resolved)
-                runs.setdefault(rid, resolved)
-                cell.run_ids.append(rid)
+            scaled = apply_scale({**patch, "seed": seeds[0]}, scale, file)
+            try:
+                first = resolve_run(scaled)
+            except ConfigError as err:
+                raise ExperimentError(
+                    file, f"{where} cell {labels}", f"{err} (after applying the scale)"
+                ) from None
+            _check_names(first, file, f"{where} cell {labels}")
+            cell.settings = first
+            if kind == "settings":
+                key = spec.get("setting_key", "training.lr")
+                cell.values = {m: get_path(first, key) for m in metrics}
+            if not pending and kind != "settings":
+                for seed in seeds:
+                    # the seed changes nothing else of the resolved settings
+                    resolved = first if seed == seeds[0] else {**plain_copy(first), "seed": seed}
+                    rid = run_id(resolved)
+                    runs.setdefault(rid, resolved)
+                    cell.run_ids.append(rid)
             if pending and kind != "settings":
-                cell.pending = f"method not implemented yet: {', '.join(pending)}"
+                skipped = [n for n in pending if n in skip_plugins]
+                cell.pending = (
+                    f"method skipped by config (skip_plugins): {', '.join(skipped)}"
+                    if skipped
+                    else f"method not implemented yet: {', '.join(pending)}"
+                )
             cells.append(cell)
     if not cells:
         raise ExperimentError(file, f"{base}.grids", "no grids: a table or figure needs one")
@@ -642,8 +663,11 @@ def load_scale(root: Path, scale: str) -> dict[str, Any]:
         raise ExperimentError(
             "config/config.yaml", "scale", f"unknown scale '{scale}'; valid: {', '.join(valid)}"
         )
-    data = load_yaml(str(path))
-    for key, kind, valid in (("datasets", "dataset", DATASET_NAMES), ("models", "model", MODEL_NAMES)):
+    data = read_yaml(path)
+    for key, kind, valid in (
+        ("datasets", "dataset", DATASET_NAMES),
+        ("models", "model", MODEL_NAMES),
+    ):
         for src, dst in (data.get(key) or {}).items():
             for name in (src, (dst or {}).get("name", src)):
                 if name not in valid:
@@ -657,7 +681,6 @@ def load_experiment(
     config: Mapping[str, Any],
     root: str | Path = ".",
     papers: Iterable[str] | None = None,
-    include_ci: bool = True,
 ) -> Experiment:
     """Expand the workflow config (`config/config.yaml` plus overrides) into cells and runs.
 
@@ -669,6 +692,14 @@ def load_experiment(
     scale = load_scale(root, scale_name)
     seeds = config.get("seeds") or scale.get("seeds") or [0]
     seeds = [int(s) for s in seeds]
+    skip = {str(p) for p in config.get("skip_plugins") or []}
+    for name in skip:
+        if name not in KNOWN_PLUGINS:
+            raise ExperimentError(
+                "config/config.yaml",
+                "skip_plugins",
+                f"unknown plug-in '{name}'; valid: {', '.join(KNOWN_PLUGINS)}",
+            )
     loader = _Loader(root)
     selected = list(papers) if papers is not None else list(PAPERS)
     for paper in config.get("papers") or []:
@@ -683,7 +714,9 @@ def load_experiment(
         loaded[paper] = cfg
         for section, is_figure in (("tables", False), ("figures", True)):
             for item_id, spec in (cfg.get(section) or {}).items():
-                item = expand_item(loader, paper, item_id, spec, is_figure, scale, seeds, runs)
+                item = expand_item(
+                    loader, paper, item_id, spec, is_figure, scale, seeds, runs, skip
+                )
                 items[item.target] = item
         for ci, claim in enumerate(cfg.get("claims") or []):
             for side in ("better", "than"):
@@ -701,7 +734,9 @@ def load_experiment(
     run_partition: dict[str, str] = {}
     for rid, run in runs.items():
         key = dataset_key(run)
-        datasets.setdefault(key, {"name": run["dataset"]["name"], "options": run["dataset"]["options"]})
+        datasets.setdefault(
+            key, {"name": run["dataset"]["name"], "options": run["dataset"]["options"]}
+        )
         run_dataset[rid] = key
         pjob = partition_job(run)
         if pjob is not None:

@@ -250,15 +250,14 @@ def compute_table(
                 continue
             key = tuple(cell["labels"].get(a) for a in group_by)
             target = targets.get(key, (NAN,))[0]
-            per_seed = [
-                rounds_to_target(results[r].curve, target) for r in cell["run_ids"]
-            ]
+            per_seed = [rounds_to_target(results[r].curve, target) for r in cell["run_ids"]]
             m, s, n = mean_std(per_seed)
             rounds[i] = (m, s, n, NEVER if is_nan(m) else OK)
         for ours, paper_t, how, label, n_ref in targets.values():
             lines.append(
-                _line(payload, scale, label, "target", "target", paper_t, None, ours, NAN,
-                      n_ref, how)
+                _line(
+                    payload, scale, label, "target", "target", paper_t, None, ours, NAN, n_ref, how
+                )
             )
 
     ref_rounds: dict[tuple, float] = {}
@@ -277,14 +276,37 @@ def compute_table(
                 value = cell["values"].get(metric)
                 mean = NAN if value is None else float(value)
                 lines.append(
-                    _line(payload, scale, cell["row"], cell["column"], metric, paper, paper_std,
-                          mean, NAN, 0, CONFIG)
+                    _line(
+                        payload,
+                        scale,
+                        cell["row"],
+                        cell["column"],
+                        metric,
+                        paper,
+                        paper_std,
+                        mean,
+                        NAN,
+                        0,
+                        CONFIG,
+                    )
                 )
                 continue
             if cell["pending"]:
                 lines.append(
-                    _line(payload, scale, cell["row"], cell["column"], metric, paper, paper_std,
-                          NAN, NAN, 0, PENDING, cell["pending"])
+                    _line(
+                        payload,
+                        scale,
+                        cell["row"],
+                        cell["column"],
+                        metric,
+                        paper,
+                        paper_std,
+                        NAN,
+                        NAN,
+                        0,
+                        PENDING,
+                        cell["pending"],
+                    )
                 )
                 continue
             if metric in ("acc", "last_acc", "top5_acc"):
@@ -306,8 +328,19 @@ def compute_table(
             else:
                 raise ValueError(f"table {payload['id']}: unknown metric '{metric}'")
             lines.append(
-                _line(payload, scale, cell["row"], cell["column"], metric, paper, paper_std,
-                      m, s, n, status)
+                _line(
+                    payload,
+                    scale,
+                    cell["row"],
+                    cell["column"],
+                    metric,
+                    paper,
+                    paper_std,
+                    m,
+                    s,
+                    n,
+                    status,
+                )
             )
 
     averages = spec.get("averages")
@@ -344,14 +377,28 @@ def _averages(payload, averages, lines, scale):
         members = groups[gkey]
         paper = parse_reference(_nested(averages.get("reference") or {}, key))[0]
         if any(m["status"] == PENDING for m in members):
-            out.append(_line(payload, scale, disp_row, disp_col, metric, paper, NAN, NAN, NAN, 0,
-                             PENDING))
+            out.append(
+                _line(payload, scale, disp_row, disp_col, metric, paper, NAN, NAN, NAN, 0, PENDING)
+            )
             continue
         vals = [m["our_mean"] for m in members]
         mean = NAN if any(is_nan(v) for v in vals) else sum(vals) / len(vals)
         n = min(m["seeds"] for m in members)
-        out.append(_line(payload, scale, disp_row, disp_col, metric, paper, NAN, mean, NAN, n,
-                         OK if not is_nan(mean) else DIVERGED))
+        out.append(
+            _line(
+                payload,
+                scale,
+                disp_row,
+                disp_col,
+                metric,
+                paper,
+                NAN,
+                mean,
+                NAN,
+                n,
+                OK if not is_nan(mean) else DIVERGED,
+            )
+        )
     return out
 
 
@@ -442,6 +489,11 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
             order.append(ln["row"])
         by_row[ln["row"]][(ln["metric"], ln["column"])] = ln
     blocks = len(spec.get("rows", [])) >= 2
+    # a target per whole row (FedImpro Table 2) gets its own first column; a target per block of
+    # rows (VHL Tables 1, 2, 4, 5) goes into the block's header line
+    row_targets = any(row in targets for row in order)
+    if row_targets:
+        header.insert(1, "target ACC (%)")
     current = None
     for row in order:
         name = row
@@ -456,20 +508,32 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
                         f" (target ACC: paper {fmt(t['paper_value'], 'target')}"
                         f" / ours {fmt(t['our_mean'], 'target')}, {t['status']})"
                     )
-                body.append([title, *[""] * len(heads)])
+                body.append([title, *[""] * (len(header) - 1)])
         cells = by_row[row]
-        body.append([name, *[cell_text(cells[h]) if h in cells else "" for h in heads]])
+        line = [name]
+        if row_targets:
+            t = targets.get(row)
+            line.append(
+                f"{fmt(t['paper_value'], 'target')} / {fmt(t['our_mean'], 'target')}" if t else ""
+            )
+        body.append(line + [cell_text(cells[h]) if h in cells else "" for h in heads])
+    if row_targets:
+        statuses = sorted({t["status"] for t in targets.values()})
+        body.append([f"target: {', '.join(statuses)}", *[""] * (len(header) - 1)])
     return header, body
 
 
-def render_markdown(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str,
-                    note: str = "") -> str:
+def render_markdown(
+    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = ""
+) -> str:
     header, body = layout(lines, payload)
     spec = payload["spec"]
     out = [f"# {payload['paper'].upper()} {spec.get('title', payload['id'])}", ""]
-    out.append(f"Scale: `{scale}`. Each cell: paper / ours (ours − paper). "
-               "`pending`: the method is not implemented yet. `Nan`: target never reached "
-               "or training diverged.")
+    out.append(
+        f"Scale: `{scale}`. Each cell: paper / ours (ours − paper). "
+        "`pending`: the method is not implemented yet. `Nan`: target never reached "
+        "or training diverged."
+    )
     if note:
         out += ["", note]
     out.append("")
@@ -480,8 +544,9 @@ def render_markdown(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, An
     return "\n".join(out) + "\n"
 
 
-def render_html(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str,
-                note: str = "") -> str:
+def render_html(
+    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = ""
+) -> str:
     import html
 
     header, body = layout(lines, payload)
@@ -545,18 +610,15 @@ def evaluate_claim(
     direction = claim.get("direction", "higher")
     require = claim.get("require", "all")
     sides = {}
-    where_keys: set[str] = set()
-    for side in ("better", "than"):
-        sel = claim[side]
-        where_keys |= set((sel.get("where") or {}).keys())
+    # cells pair up on every label except those the two selections set differently
+    wb = claim["better"].get("where") or {}
+    wt = claim["than"].get("where") or {}
+    where_keys = {k for k in set(wb) | set(wt) if wb.get(k) != wt.get(k)}
     for side in ("better", "than"):
         sel = claim[side]
         target = f"{paper}_{sel['table']}"
         df = frames[target]
-        index = {
-            (r.row, r.column): r
-            for r in df[df["metric"] == metric].itertuples(index=False)
-        }
+        index = {(r.row, r.column): r for r in df[df["metric"] == metric].itertuples(index=False)}
         entries = []
         for cell in _select(payloads[target], sel.get("where") or {}):
             if metric not in cell["metrics"]:
@@ -564,22 +626,21 @@ def evaluate_claim(
             key = tuple(sorted((k, v) for k, v in cell["labels"].items() if k not in where_keys))
             entries.append((key, index.get((cell["row"], cell["column"]))))
         sides[side] = entries
-    pairs = [
-        (b, t) for kb, b in sides["better"] for kt, t in sides["than"] if kb == kt
-    ]
+    pairs = [(b, t) for kb, b in sides["better"] for kt, t in sides["than"] if kb == kt]
     n = len(pairs)
-    pending = sum(
-        1 for b, t in pairs if b is None or t is None or PENDING in (b.status, t.status)
-    )
+    pending = sum(1 for b, t in pairs if b is None or t is None or PENDING in (b.status, t.status))
     ours_hold = sum(
-        1 for b, t in pairs
-        if b is not None and t is not None and PENDING not in (b.status, t.status)
+        1
+        for b, t in pairs
+        if b is not None
+        and t is not None
+        and PENDING not in (b.status, t.status)
         and _better(b.our_mean, t.our_mean, direction)
     )
     paper_pairs = [
-        (b, t) for b, t in pairs
-        if b is not None and t is not None
-        and not (b.paper_value is None or t.paper_value is None)
+        (b, t)
+        for b, t in pairs
+        if b is not None and t is not None and not (b.paper_value is None or t.paper_value is None)
     ]
     paper_hold = sum(1 for b, t in paper_pairs if _better(b.paper_value, t.paper_value, direction))
 
@@ -596,7 +657,11 @@ def evaluate_claim(
         "paper": paper,
         "claim": " ".join(str(claim["text"]).split()),
         "result": result,
-        "ours": f"{ours_hold}/{n - pending} pairs hold" + (f", {pending} pending" if pending else ""),
+        "ours": (
+            f"{ours_hold}/{n - pending} pairs hold" + (f", {pending} pending" if pending else "")
+            if pending < n
+            else f"{n} pairs pending"
+        ),
         "in_paper": f"{paper_hold}/{len(paper_pairs)} pairs hold",
         "require": require,
     }

@@ -1,0 +1,110 @@
+"""A stand-in for the `fedhet` command in workflow tests: same arguments and output files,
+no torch, milliseconds per call. Accuracies are a deterministic function of the run settings.
+Every call is appended to $FAKE_FEDHET_LOG (one line: command and run id or dataset)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def log(line: str) -> None:
+    path = os.environ.get("FAKE_FEDHET_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="fedhet")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare-data")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--root", default="resources/datasets")
+    p.add_argument("--options", default="{}")
+    p.add_argument("--download", action="store_true")
+    p = sub.add_parser("partition")
+    for flag in (
+        "--dataset",
+        "--root",
+        "--options",
+        "--scheme",
+        "--clients",
+        "--alpha",
+        "--classes-per-client",
+        "--min-size",
+        "--seed",
+        "--partition-root",
+        "--out",
+    ):
+        p.add_argument(flag)
+    p.add_argument("--no-cap", action="store_true")
+    p = sub.add_parser("train")
+    p.add_argument("--config-json", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--ckpt-dir")
+    args = parser.parse_args(argv)
+
+    if args.command == "prepare-data":
+        path = Path(args.root) / f"{args.dataset}-fake.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(args.options)
+        log(f"prepare-data {args.dataset}")
+        print(path)
+        return 0
+    if args.command == "partition":
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(" ".join(argv))
+        log(f"partition {args.out}")
+        return 0
+
+    from fedhet.config import resolve_run, run_id
+
+    run = resolve_run(json.loads(args.config_json))
+    if run["partition"]["file"] and not Path(run["partition"]["file"]).exists():
+        print(f"missing partition file {run['partition']['file']}", file=sys.stderr)
+        return 1
+    rid = run_id(run)
+    digest = int(hashlib.sha256(rid.encode()).hexdigest()[:8], 16)
+    top = 0.3 + 0.6 * (digest % 1000) / 1000
+    rounds = run["training"]["rounds"]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    accs = [top * min(1.0, (r + 1) / (0.6 * rounds)) for r in range(rounds)]
+    with open(out / "metrics.jsonl", "w", encoding="utf-8") as fh:
+        for r, acc in enumerate(accs, start=1):
+            rec = {
+                "round": r,
+                "test_acc": acc,
+                "test_loss": 1 - acc,
+                "train_loss": 1 - acc,
+                "lr": run["training"]["lr"],
+                "seconds": 0.01 * r,
+                "client_drift": 1.0 / r,
+                "weight_divergence": {"head": 0.1 / r},
+            }
+            fh.write(json.dumps(rec) + "\n")
+    best = max(accs)
+    final = {
+        "status": "completed",
+        "best_acc": best,
+        "best_round": accs.index(best) + 1,
+        "last_acc": accs[-1],
+        "top5_mean_acc": best,
+        "rounds_trained": rounds,
+        "diverged_round": None,
+        "run_id": rid,
+    }
+    (out / "final.json").write_text(json.dumps(final, indent=2))
+    (out / "resolved.yaml").write_text(json.dumps(run, indent=2))
+    (out / "model.pt").write_bytes(b"fake")
+    log(f"train {rid}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

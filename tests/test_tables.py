@@ -1,0 +1,312 @@
+"""Table maths (fedhet.tables): rounds to target, speed-up, Nan handling, the long CSV schema,
+rendering and claim checks."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedhet import experiments as X
+from fedhet import tables as T
+
+ROOT = Path(__file__).resolve().parents[1]
+nan = math.nan
+
+
+def curve(*accs, start=1):
+    return [(start + i, a) for i, a in enumerate(accs)]
+
+
+# ----------------------------------------------------------------------------- per-run maths
+
+
+def test_rounds_to_target_is_the_first_round_reaching_it():
+    c = curve(10.0, 50.0, 78.99, 79.0, 85.0, 60.0)
+    assert T.rounds_to_target(c, 79) == 4  # reaching exactly counts
+    assert T.rounds_to_target(c, 50) == 2
+    assert T.rounds_to_target(list(reversed(c)), 79) == 4  # order of records does not matter
+    assert math.isnan(T.rounds_to_target(c, 85.01))  # never reached → NaN
+    assert math.isnan(T.rounds_to_target(c, nan))  # no target → NaN
+    assert math.isnan(T.rounds_to_target([], 10))
+
+
+def test_rounds_skip_nan_accuracies():
+    assert T.rounds_to_target(curve(nan, 90.0), 80) == 2
+
+
+def test_speedup_is_reference_rounds_over_method_rounds():
+    # VHL Table 1, α=0.1 E=1 K=10: FedAvg w/o VHL needs 287 rounds
+    assert round(T.speedup(287, 188), 1) == 1.5  # FedProx w/o VHL, printed 1.5
+    assert round(T.speedup(287, 128), 1) == 2.2  # FedAvg w/ VHL, printed 2.2
+    assert round(T.speedup(287, 351), 1) == 0.8  # FedNova w/o VHL, printed 0.8
+    assert T.speedup(287, 287) == 1.0
+    assert math.isnan(T.speedup(287, nan))  # method never reached the target
+    assert math.isnan(T.speedup(nan, 100))  # reference never reached it
+    assert math.isnan(T.speedup(100, 0))
+
+
+def test_target_from_best_rounds_down_like_the_papers():
+    # the printed targets are FedAvg's best accuracy without the method, floored
+    for best, target in ((79.98, 79), (69.02, 69), (84.79, 84), (49.61, 49), (90.11, 90)):
+        assert T.target_from_best(best) == target
+    assert T.target_from_best(80.0) == 80
+    assert math.isnan(T.target_from_best(nan))
+
+
+def test_mean_std_over_seeds():
+    m, s, n = T.mean_std([80.0, 82.0, 84.0])
+    assert (m, n) == (82.0, 3) and s == pytest.approx(2.0)
+    m, s, n = T.mean_std([80.0])
+    assert m == 80.0 and math.isnan(s) and n == 1
+    m, s, n = T.mean_std([80.0, nan])  # one diverged seed → Nan, as the papers print it
+    assert math.isnan(m) and n == 2
+    assert T.mean_std([80.0, nan], nan_if_any=False)[0] == 80.0
+
+
+def test_reference_values_parse():
+    assert T.parse_reference(79.98) == (79.98, None)
+    assert math.isnan(T.parse_reference("Nan")[0])
+    assert T.parse_reference(None) == (None, None)
+    assert T.parse_reference([83.65, 2.03]) == (83.65, 2.03)
+
+
+def test_diverged_run_has_no_accuracy(tmp_path):
+    (tmp_path / "final.json").write_text(
+        '{"status": "diverged", "best_acc": 0.4, "last_acc": null, "top5_mean_acc": 0.3,'
+        ' "diverged_round": 7}'
+    )
+    (tmp_path / "metrics.jsonl").write_text(
+        '{"round": 1, "test_acc": 0.2}\n{"round": 2, "test_acc": 0.4}\n'
+    )
+    r = T.load_run(tmp_path)
+    assert r.status == "diverged" and math.isnan(r.best_acc)
+    assert r.curve == [(1, 20.0), (2, 40.0)]
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def result(best, accs, status="completed"):
+    c = curve(*accs)
+    return T.result_from(
+        {
+            "status": status,
+            "best_acc": best / 100,
+            "last_acc": accs[-1] / 100,
+            "top5_mean_acc": best / 100,
+        },
+        c,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo():
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["skip_plugins"] = ["vhl", "fedimpro"]  # their cells pending, whatever is implemented
+    return X.load_experiment(cfg, ROOT)
+
+
+def fake_results(item, shape):
+    """Every run of an item gets a curve from shape(labels)."""
+    out = {}
+    for cell in item.cells:
+        for rid in cell.run_ids:
+            accs, status = shape(cell.labels)
+            out[rid] = result(
+                max([a for a in accs if not math.isnan(a)], default=nan), accs, status
+            )
+    return out
+
+
+def test_vhl_table_rounds_speedup_and_nan(demo):
+    item = demo.items["vhl_t1"]
+    finals = {"fedavg": 60.9, "fedprox": 70.0, "scaffold": 50.0, "fednova": 60.0}
+
+    def shape(labels):
+        if labels["setting"] == "centralized":
+            return [50.0, 90.0], "completed"
+        if labels["setting"] == "a01-e1-k100" and labels["algorithm"] == "fednova":
+            return [10.0, nan], "diverged"
+        top = finals[labels["algorithm"]]
+        return [top * 0.5, top * 0.9, top, top], "completed"
+
+    lines = T.compute_table(item.payload(), fake_results(item, shape), "demo")
+    by = {(ln["row"], ln["column"], ln["metric"]): ln for ln in lines}
+    row = "α=0.1, E=1, K=10 · "
+    # our target: FedAvg w/o VHL's best (60.9), floored
+    target = by[("α=0.1, E=1, K=10", "target", "target")]
+    assert target["our_mean"] == 60 and target["paper_value"] == 79
+    assert by[(row + "FedAvg", "w/o VHL", "rounds")]["our_mean"] == 3
+    assert by[(row + "FedProx", "w/o VHL", "rounds")]["our_mean"] == 2  # 63.0 ≥ 60 at round 2
+    assert by[(row + "FedProx", "w/o VHL", "speedup")]["our_mean"] == pytest.approx(1.5)
+    scaffold = by[(row + "SCAFFOLD", "w/o VHL", "rounds")]
+    assert math.isnan(scaffold["our_mean"]) and scaffold["status"] == T.NEVER
+    assert math.isnan(by[(row + "SCAFFOLD", "w/o VHL", "speedup")]["our_mean"])
+    # accuracy: paper / ours / delta
+    acc = by[(row + "FedAvg", "w/o VHL", "acc")]
+    assert acc["paper_value"] == 79.98 and acc["our_mean"] == pytest.approx(60.9)
+    assert acc["delta"] == pytest.approx(60.9 - 79.98)
+    # rounds are not comparable with the paper's below paper scale: no delta
+    assert math.isnan(by[(row + "FedAvg", "w/o VHL", "rounds")]["delta"])
+    # pending VHL cells keep the paper's value, no number of ours
+    vhl = by[(row + "FedAvg", "w/ VHL", "acc")]
+    assert vhl["status"] == T.PENDING and vhl["paper_value"] == 87.82
+    assert math.isnan(vhl["our_mean"])
+    # diverged run: Nan accuracy, Nan rounds
+    div = by[("α=0.1, E=1, K=100 · FedNova", "w/o VHL", "acc")]
+    assert div["status"] == T.DIVERGED and math.isnan(div["our_mean"])
+    assert by[("α=0.1, E=1, K=100 · FedNova", "w/o VHL", "rounds")]["status"] == T.DIVERGED
+    # centralized row
+    assert by[("centralized training", "w/o VHL", "acc")]["our_mean"] == 90.0
+
+
+def test_paper_scale_uses_the_printed_target(demo):
+    item = demo.items["vhl_t1"]
+    res = fake_results(item, lambda labels: ([70.0, 78.5, 79.2, 80.0], "completed"))
+    lines = T.compute_table(item.payload(), res, "paper")
+    by = {(ln["row"], ln["column"], ln["metric"]): ln for ln in lines}
+    assert by[("α=0.1, E=1, K=10", "target", "target")]["our_mean"] == 79
+    assert by[("α=0.1, E=1, K=10 · FedAvg", "w/o VHL", "rounds")]["our_mean"] == 3
+    # at paper scale rounds are compared with the paper: 3 - 287
+    assert by[("α=0.1, E=1, K=10 · FedAvg", "w/o VHL", "rounds")]["delta"] == 3 - 287
+
+
+def test_averages_and_centralized_in_fedimpro_table1(demo):
+    item = demo.items["fedimpro_t1"]
+    accs = {
+        "a01-e1-k10": 80.0,
+        "a005-e1-k10": 70.0,
+        "a01-e5-k10": 60.0,
+        "a01-e1-k100": 50.0,
+        "centralized": 95.0,
+    }
+    res = fake_results(item, lambda labels: ([accs[labels["setting"]]], "completed"))
+    lines = T.compute_table(item.payload(), res, "demo")
+    by = {(ln["row"], ln["column"], ln["metric"]): ln for ln in lines}
+    avg = by[("CIFAR-10 · Average", "FedAvg", "acc")]
+    assert avg["our_mean"] == pytest.approx(65.0) and avg["paper_value"] == 79.53
+    assert by[("CIFAR-10 · Average", "FedImpro", "acc")]["status"] == T.PENDING
+    assert by[("CIFAR-10 · Cent. Acc.", "centralized", "acc")]["paper_value"] == 92.53
+    cell = by[("CIFAR-10 · α=0.05, E=1, K=10", "SCAFFOLD", "acc")]
+    assert (cell["paper_value"], cell["paper_std"]) == (33.6, 3.87)
+
+
+def test_csv_schema_and_markdown(tmp_path, demo):
+    item = demo.items["vhl_t1"]
+    res = fake_results(item, lambda labels: ([40.0, 55.5], "completed"))
+    lines = T.compute_table(item.payload(), res, "demo")
+    T.write_csv(lines, tmp_path / "t.csv")
+    df = T.read_csv(tmp_path / "t.csv")
+    assert list(df.columns) == T.SCHEMA
+    assert set(df["status"]) <= {
+        T.OK,
+        T.PENDING,
+        T.NEVER,
+        T.DIVERGED,
+        "ours: reference best, floored",
+    }
+    pending = df[df["status"] == T.PENDING]
+    assert pending["our_mean"].isna().all() and len(pending) == 4 * 4 * 3 + 1
+    md = T.render_markdown(lines, item.payload(), "demo")
+    assert "| FedAvg | 79.98 / 55.50 (-24.48) | 87.82 / pending |" in md
+    assert "**α=0.05, E=1, K=10** (target ACC: paper 69 / ours 55" in md
+    html = T.render_html(lines, item.payload(), "demo")
+    assert "<table>" in html and "pending" in html
+
+
+def test_settings_table_shows_the_transcribed_values(demo):
+    item = demo.items["vhl_t9"]
+    lines = T.compute_table(item.payload(), {}, "demo")
+    assert all(ln["status"] == T.CONFIG for ln in lines)
+    assert len(lines) == 4 * 4 * 2 * 4
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def test_claims_reproduced_pending_and_failed(demo):
+    import pandas as pd
+
+    payloads = {t: demo.items[t].payload() for t in ("fedimpro_t1", "fedimpro_t6")}
+    claim = {
+        "paper": "fedimpro",
+        "text": "momentum hurts",
+        "metric": "acc",
+        "better": {"table": "t1", "where": {"algorithm": "fedavg", "setting": "a005-e1-k10"}},
+        "than": {"table": "t6", "where": {"algorithm": "fedavg", "setting": "a005-e1-k10"}},
+        "require": "majority",
+    }
+
+    def frame(target, ours):
+        rows = []
+        for cell in payloads[target]["cells"]:
+            for m in cell["metrics"]:
+                ref = T.parse_reference(cell["reference"].get(m))[0]
+                rows.append(
+                    {
+                        "row": cell["row"],
+                        "column": cell["column"],
+                        "metric": m,
+                        "paper_value": ref,
+                        "our_mean": ours(cell["labels"]),
+                        "status": T.PENDING if cell["pending"] else T.OK,
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    frames = {
+        "fedimpro_t1": frame("fedimpro_t1", lambda lab: 70.0),
+        "fedimpro_t6": frame("fedimpro_t6", lambda lab: 60.0),
+    }
+    out = T.evaluate_claim(claim, payloads, frames)
+    assert out["result"] == "reproduced" and out["ours"] == "4/4 pairs hold"
+    assert out["in_paper"] == "3/4 pairs hold"  # SVHN is the exception in the paper
+    frames["fedimpro_t6"] = frame("fedimpro_t6", lambda lab: 80.0)
+    assert T.evaluate_claim(claim, payloads, frames)["result"] == "not reproduced"
+    pending = dict(
+        claim,
+        better={"table": "t1", "where": {"algorithm": "fedimpro"}},
+        than={"table": "t1", "where": {"algorithm": "fedavg"}},
+    )
+    frames["fedimpro_t1"] = frame("fedimpro_t1", lambda lab: 70.0)
+    assert T.evaluate_claim(pending, payloads, frames)["result"] == "not yet run"
+
+
+def test_nan_loses_every_comparison():
+    assert T._better(50.0, nan, "higher") and not T._better(nan, 50.0, "higher")
+    assert T._better(100.0, nan, "lower") and not T._better(nan, 100.0, "lower")
+
+
+def test_claim_pairs_keep_labels_both_sides_filter_alike(demo):
+    """A filter both sides share (the FL settings) restricts the cells but still pairs them
+    setting by setting; only the label the sides disagree on (method) is compared."""
+    import pandas as pd
+
+    payloads = {"vhl_t1": demo.items["vhl_t1"].payload()}
+    rows = []
+    for cell in payloads["vhl_t1"]["cells"]:
+        for m in cell["metrics"]:
+            rows.append(
+                {
+                    "row": cell["row"],
+                    "column": cell["column"],
+                    "metric": m,
+                    "paper_value": T.parse_reference(cell["reference"].get(m))[0],
+                    "our_mean": 50.0,
+                    "status": T.PENDING if cell["pending"] else T.OK,
+                }
+            )
+    settings = ["a01-e1-k10", "a005-e1-k10", "a01-e5-k10", "a01-e1-k100"]
+    claim = {
+        "paper": "vhl",
+        "text": "t",
+        "metric": "acc",
+        "better": {"table": "t1", "where": {"method": "vhl", "setting": settings}},
+        "than": {"table": "t1", "where": {"method": "base", "setting": settings}},
+    }
+    out = T.evaluate_claim(claim, payloads, {"vhl_t1": pd.DataFrame(rows)})
+    assert out["result"] == "not yet run" and out["ours"] == "16 pairs pending"
+    assert out["in_paper"] == "16/16 pairs hold"

@@ -1,0 +1,294 @@
+"""The Snakemake workflow: lint, format, DAG size and build time, rerun behaviour and config
+errors. Reruns are checked in a temporary copy of the workflow whose `fedhet` command is a fast
+fake (tests/fake_fedhet.py) writing the same files as the real one."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.workflow
+COPIED = ("Snakefile", "workflow", "config", "reports", "profiles/default", "envs")
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Parse the 'Job stats' table of a Snakemake run or dry run."""
+    counts: dict[str, int] = {}
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Job stats:"):
+            for row in lines[i + 3 :]:
+                parts = row.split()
+                if len(parts) != 2 or parts[0] == "total":
+                    break
+                counts[parts[0]] = int(parts[1])
+            break
+    return counts
+
+
+def snakemake(cwd: Path, *args: str, env=None, check: bool = True):
+    proc = subprocess.run(
+        ["snakemake", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+# ----------------------------------------------------------------------------- static checks
+
+
+def test_lint_is_clean():
+    proc = snakemake(ROOT, "--lint")
+    assert "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr
+
+
+def test_snakefmt_is_clean():
+    proc = subprocess.run(
+        ["snakefmt", "--check", "Snakefile", "workflow"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("scale", ["demo", "paper"])
+def test_full_dag_builds_fast(scale):
+    from fedhet.experiments import load_experiment
+
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["scale"] = scale
+    exp = load_experiment(cfg, ROOT)
+    start = time.time()
+    proc = snakemake(
+        ROOT, "-n", "--quiet", "rules", "--config", f"scale={scale}", "--directory", str(ROOT)
+    )
+    seconds = time.time() - start
+    counts = job_counts(proc.stdout + proc.stderr)
+    assert counts.get("train", 0) <= len(exp.runs)
+    assert seconds < 20, f"{scale} DAG took {seconds:.1f} s"
+
+
+def test_slurm_resources_in_the_training_rule():
+    text = (ROOT / "workflow" / "rules" / "train.smk").read_text()
+    assert re.search(r"gpu=RES\[\"gpu\"\]", text)
+    for scale in ("demo", "small", "paper"):
+        res = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())[
+            "resources"
+        ]
+        assert res["gpu"] == 1
+
+
+# ----------------------------------------------------------------------------- fake runs
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A copy of the workflow, run once end to end with the fake `fedhet`."""
+    tmp = tmp_path_factory.mktemp("wf")
+    for name in COPIED:
+        src = ROOT / name
+        dst = tmp / name
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    bindir = tmp / "bin"
+    bindir.mkdir()
+    fake = bindir / "fedhet"
+    fake.write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "tests" / "fake_fedhet.py"} "$@"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    env["FAKE_FEDHET_LOG"] = str(tmp / "calls.log")
+    start = time.time()
+    proc = snakemake(tmp, "--cores", "2", env=env)
+    return {"dir": tmp, "env": env, "first": proc, "seconds": time.time() - start}
+
+
+def calls(wd) -> list[str]:
+    path = wd["dir"] / "calls.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def dry(wd, *targets: str) -> dict[str, int]:
+    proc = snakemake(wd["dir"], *targets, "-n", "--quiet", "rules", env=wd["env"])
+    return job_counts(proc.stdout + proc.stderr)
+
+
+def test_first_run_builds_everything_once(workdir):
+    from fedhet.experiments import load_experiment
+
+    tmp = workdir["dir"]
+    cfg = yaml.safe_load((tmp / "config" / "config.yaml").read_text())
+    exp = load_experiment(cfg, tmp)
+    trained = [c for c in calls(workdir) if c.startswith("train ")]
+    # a run needed by several tables (VHL T1 and FedImpro T6) trains once
+    assert len(trained) == len(set(trained)) == len(exp.runs)
+    for item in exp.items.values():
+        if item.is_figure:
+            assert (tmp / f"results/demo/figures/{item.paper}/{item.id}.png").stat().st_size > 0
+        else:
+            for ext in ("csv", "md", "html"):
+                assert (tmp / f"results/demo/tables/{item.paper}/{item.id}.{ext}").exists()
+    html = (tmp / "reports/demo/report.html").read_text()
+    assert "Scorecard" in html
+    assert (tmp / "results/demo/scorecard.csv").exists()
+    for rid in exp.runs:
+        assert (tmp / f"results/demo/benchmarks/train/{rid}.tsv").exists()
+        assert (tmp / f"results/demo/logs/train/{rid}.log").exists()
+
+
+def test_second_run_has_nothing_to_do(workdir):
+    assert dry(workdir) == {}
+
+
+def test_editing_a_figure_script_regenerates_only_figures_and_report(workdir):
+    script = workdir["dir"] / "workflow" / "scripts" / "plot_curves.py"
+    script.write_text(script.read_text() + "\n# edited\n")
+    counts = dry(workdir)
+    assert "train" not in counts and "table" not in counts
+    assert counts.get("figure", 0) >= 1 and counts.get("report") == 1
+    snakemake(workdir["dir"], "--cores", "2", env=workdir["env"])
+    assert dry(workdir) == {}
+
+
+def test_editing_a_caption_regenerates_only_the_report(workdir):
+    caption = workdir["dir"] / "reports" / "figure.rst"
+    caption.write_text(caption.read_text() + "\n")
+    assert dry(workdir) == {"report": 1, "all": 1}
+    snakemake(workdir["dir"], "--cores", "2", env=workdir["env"])
+
+
+def test_editing_a_reference_value_retrains_nothing(workdir):
+    path = workdir["dir"] / "config" / "papers" / "vhl.yaml"
+    original = path.read_text()
+    path.write_text(original.replace("acc: 79.98, rounds: 287", "acc: 80.0, rounds: 287", 1))
+    try:
+        counts = dry(workdir)
+        assert "train" not in counts
+        assert counts.get("table") == 1  # vhl t1 only
+    finally:
+        path.write_text(original)
+
+
+def test_changing_one_cell_setting_retrains_only_that_run(workdir):
+    path = workdir["dir"] / "config" / "papers" / "vhl.yaml"
+    original = path.read_text()
+    old = (
+        "a01-e5-k10:\n              base: { fedavg: 0.01, fedprox: 0.01, scaffold: 0.01, "
+        "fednova: 0.01 }"
+    )
+    assert original.count(old) == 3  # CIFAR-10 (first), FMNIST, CIFAR-100; SVHN differs
+    path.write_text(original.replace(old, old.replace("scaffold: 0.01", "scaffold: 0.02"), 1))
+    try:
+        counts = dry(workdir)
+        # one new run (CIFAR-10, α=0.1 E=5, SCAFFOLD w/o VHL), shared by VHL T1 and FedImpro T6
+        assert counts.get("train") == 1
+        assert "prepare_data" not in counts and "partition" not in counts
+        assert counts.get("table") == 3  # VHL T1, VHL T9 (the lr table), FedImpro T6
+    finally:
+        path.write_text(original)
+
+
+def test_runtime_settings_do_not_retrain(workdir):
+    path = workdir["dir"] / "config" / "scales" / "demo.yaml"
+    original = path.read_text()
+    path.write_text(original.replace("checkpoint_every: 5", "checkpoint_every: 2"))
+    try:
+        assert "train" not in dry(workdir)
+    finally:
+        path.write_text(original)
+
+
+def test_named_targets(workdir):
+    assert dry(workdir, "vhl_t1") == {}
+    proc = snakemake(workdir["dir"], "-n", "ccvr", env=workdir["env"])
+    assert "ccvr: no table or figure is configured yet" in proc.stdout + proc.stderr
+    proc = snakemake(workdir["dir"], "-n", "vhl_t99", env=workdir["env"], check=False)
+    assert proc.returncode != 0
+    assert "unknown target 'vhl_t99'; valid targets:" in proc.stdout + proc.stderr
+    assert "vhl_t1" in proc.stdout + proc.stderr
+
+
+def test_other_scale_lives_side_by_side(workdir):
+    counts = dry(workdir, "--config", "scale=small")
+    assert counts.get("train", 0) > 100
+    assert not (workdir["dir"] / "results" / "small").exists()
+
+
+def test_ci_target_touches_every_rule_and_method(workdir):
+    from fedhet.experiments import ci_selection, load_experiment
+
+    tmp = workdir["dir"]
+    cfg = yaml.safe_load((tmp / "config" / "config.yaml").read_text())
+    exp = load_experiment(cfg, tmp)
+    items, runs = ci_selection(exp, cfg["ci"])
+    all_runs = set(runs) | {r for t in items for r in exp.items[t].run_ids()}
+    algos = {exp.runs[r]["algorithm"]["name"] for r in all_runs}
+    assert algos >= {"fedavg", "fedprox", "scaffold", "fednova", "feddyn"}
+    assert any(exp.runs[r]["training"]["centralized"] for r in all_runs)
+    kinds = {exp.items[t].kind for t in items}
+    assert kinds >= {"rounds_to_target", "settings", "curve"}
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "message"),
+    [
+        (
+            "config/papers/vhl.yaml",
+            "kind: rounds_to_target",
+            "kind: rounds_to_targets",
+            r"config/papers/vhl\.yaml: invalid setting 'tables\.t1\.kind'",
+        ),
+        (
+            "config/papers/fedimpro.yaml",
+            "feddyn: { label: FedDyn, set: { algorithm: { name: feddyn",
+            "feddyn: { label: FedDyn, set: { algorithm: { name: fedyn",
+            r"fedimpro\.yaml.*unknown algorithm 'fedyn'; valid: .*feddyn",
+        ),
+        (
+            "config/scales/demo.yaml",
+            "threads: 1,",
+            "threads: 0,",
+            r"config/scales/demo\.yaml: invalid setting 'resources\.threads'",
+        ),
+        (
+            "config/config.yaml",
+            "scale: demo",
+            "scale: huge",
+            r"unknown scale 'huge'; valid: demo, paper, small",
+        ),
+    ],
+)
+def test_config_errors_stop_before_any_job(workdir, file, old, new, message):
+    path = workdir["dir"] / file
+    original = path.read_text()
+    assert old in original
+    path.write_text(original.replace(old, new, 1))
+    try:
+        before = len(calls(workdir))
+        proc = snakemake(workdir["dir"], "--cores", "1", env=workdir["env"], check=False)
+        assert proc.returncode != 0
+        assert re.search(message, proc.stdout + proc.stderr), proc.stdout + proc.stderr
+        assert len(calls(workdir)) == before
+    finally:
+        path.write_text(original)
+
+
+def test_seeds_from_the_command_line(workdir):
+    """`--config seeds=[0,1]` (numbers arrive as strings) adds the second seed's runs only."""
+    from fedhet.experiments import load_experiment
+
+    cfg = yaml.safe_load((workdir["dir"] / "config" / "config.yaml").read_text())
+    exp = load_experiment(cfg, workdir["dir"])
+    counts = dry(workdir, "--config", "seeds=[0,1]")
+    assert counts.get("train") == len(exp.runs)

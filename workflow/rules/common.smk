@@ -1,0 +1,295 @@
+# Helpers shared by the rules: config validation, the run table (fedhet.experiments), paths of
+# every output and the input/params functions of the rules.
+import copy
+import json
+import math
+from pathlib import Path
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from fedhet import experiments as X
+from fedhet.config import ConfigError
+
+ROOT = Path(workflow.basedir)
+SCHEMAS = ROOT / "workflow" / "schemas"
+
+
+def validate_file(data, schema, file):
+    """Schema-check one config file; errors name the file and the key."""
+    try:
+        validate(data, schema=str(SCHEMAS / schema))
+    except WorkflowError:
+        import jsonschema
+
+        schema_doc = yaml.safe_load((SCHEMAS / schema).read_text())
+        error = jsonschema.validators.validator_for(schema_doc)(schema_doc)
+        worst = jsonschema.exceptions.best_match(error.iter_errors(data))
+        key = ".".join(str(p) for p in worst.absolute_path) or "(top level)"
+        raise WorkflowError(
+            f"{file}: invalid setting '{key}': {worst.message}"
+        ) from None
+
+
+def load_and_validate():
+    """Validate config.yaml, the scale file and every paper file, then expand the experiment."""
+    validate_file(config, "config.schema.yaml", "config/config.yaml (+ --config)")
+    scale_file = ROOT / "config" / "scales" / f"{config['scale']}.yaml"
+    if not scale_file.exists():
+        valid = sorted(p.stem for p in scale_file.parent.glob("*.yaml"))
+        raise WorkflowError(
+            f"config/config.yaml: unknown scale '{config['scale']}'; valid: {', '.join(valid)}"
+        )
+    validate_file(
+        X.read_yaml(scale_file),
+        "scale.schema.yaml",
+        f"config/scales/{scale_file.name}",
+    )
+    for paper in X.PAPERS:
+        path = ROOT / "config" / "papers" / f"{paper}.yaml"
+        if path.exists():
+            validate_file(
+                X.read_yaml(path),
+                "paper.schema.yaml",
+                f"config/papers/{path.name}",
+            )
+    try:
+        return X.load_experiment(config, ROOT)
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
+
+
+EXP = load_and_validate()
+SCALE = EXP.scale
+RES = EXP.scale_config["resources"]
+ITEMS = EXP.items
+TABLE_IDS = sorted({i.id for i in ITEMS.values() if not i.is_figure})
+FIGURE_IDS = sorted({i.id for i in ITEMS.values() if i.is_figure})
+PAPERS_WITH_ITEMS = sorted({i.paper for i in ITEMS.values()})
+
+
+def alternation(names):
+    """Regex of exactly these names (wildcard constraints); never empty."""
+    return "|".join(sorted(names)) or "(?!)"
+
+
+def item_outputs(target):
+    """Files a table or figure target (<paper>_<id>) consists of."""
+    item = ITEMS[target]
+    if item.is_figure:
+        return [f"results/{SCALE}/figures/{item.paper}/{item.id}.png"]
+    base = f"results/{SCALE}/tables/{item.paper}/{item.id}"
+    return [f"{base}.csv", f"{base}.md", f"{base}.html"]
+
+
+def paper_outputs(paper):
+    out = []
+    for item in EXP.items_of(paper):
+        out.extend(item_outputs(item.target))
+    return out
+
+
+def scorecard_outputs():
+    base = f"results/{SCALE}/scorecard"
+    return [f"{base}.csv", f"{base}.md", f"{base}.html"]
+
+
+def run_outputs(run_id):
+    base = f"results/{SCALE}/runs/{run_id}"
+    return [f"{base}/final.json", f"{base}/metrics.jsonl"]
+
+
+def all_results():
+    """Everything `snakemake` builds for the papers in config['papers'], plus the scorecard."""
+    out = []
+    for paper in config["papers"]:
+        out.extend(paper_outputs(paper))
+    return out + scorecard_outputs()
+
+
+def all_targets():
+    out = all_results()
+    if config["report_after_run"]:
+        out.append(f"reports/{SCALE}/report.html")
+    return out
+
+
+def ci_targets():
+    """`snakemake ci`: a few whole tables/figures plus the runs of selected cells."""
+    try:
+        items, run_ids = X.ci_selection(EXP, config.get("ci") or {})
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
+    out = []
+    for target in items:
+        out.extend(item_outputs(target))
+    for run_id in run_ids:
+        out.extend(run_outputs(run_id))
+    return out
+
+
+def unknown_target(wildcards):
+    """Input function of the catch-all rule: an unknown `<paper>_<id>` target."""
+    valid = sorted([*ITEMS, *X.PAPERS, "all", "ci", "results"])
+    raise WorkflowError(
+        f"unknown target '{wildcards.target}'; valid targets: {', '.join(valid)}"
+    )
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def dataset_name(wildcards):
+    return EXP.datasets[wildcards.dataset_key]["name"]
+
+
+def dataset_options(wildcards):
+    return json.dumps(EXP.datasets[wildcards.dataset_key]["options"], sort_keys=True)
+
+
+def dataset_download_flag(wildcards):
+    """Real datasets are downloaded on first use; stand-ins are built offline."""
+    name = EXP.datasets[wildcards.dataset_key]["name"]
+    return "" if name in X.STANDIN_DATASETS else "--download"
+
+
+def partition_dataset(wildcards):
+    return f"resources/datasets/{EXP.partitions[wildcards.partition_key]['dataset_key']}.path"
+
+
+def partition_params(wildcards):
+    job = EXP.partitions[wildcards.partition_key]
+    return {
+        "dataset": job["dataset"],
+        "options": json.dumps(job["options"], sort_keys=True),
+        "flags": X.partition_args(job),
+    }
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def partition_file(run_id):
+    key = EXP.run_partition.get(run_id)
+    return None if key is None else f"resources/partitions/{key}.npz"
+
+
+def train_inputs(wildcards):
+    """The dataset (and, for federated runs, the partition file) a run trains on."""
+    inputs = {"dataset": f"resources/datasets/{EXP.run_dataset[wildcards.run_id]}.path"}
+    part = partition_file(wildcards.run_id)
+    if part is not None:
+        inputs["partition"] = part
+    return inputs
+
+
+def train_run_json(wildcards, output):
+    """The resolved run for `fedhet train --config-json`, pointing at its partition file.
+    Taking `output` makes Snakemake leave this param out of its params rerun trigger: the
+    identity is already in the run id (the path), and paths or runtime settings (device,
+    checkpoint cadence) must not retrain."""
+    run = copy.deepcopy(EXP.runs[wildcards.run_id])
+    part = partition_file(wildcards.run_id)
+    if part is not None:
+        run["partition"]["file"] = part
+    return json.dumps(run, sort_keys=True, separators=(",", ":"))
+
+
+def train_mem_mb(wildcards, attempt):
+    return int(RES["mem_mb"] * attempt)
+
+
+def train_runtime(wildcards, attempt):
+    """Minutes: base + per-epoch × passes over the training set, × attempt on retries."""
+    run = EXP.runs[wildcards.run_id]
+    minutes = RES["runtime_base"] + RES["runtime_per_epoch"] * X.dataset_epochs(run)
+    return int(math.ceil(minutes * attempt))
+
+
+# ----------------------------------------------------------------------------- tables, figures
+
+
+def item_of(wildcards, kind):
+    target = f"{wildcards.paper}_{wildcards[kind]}"
+    if target not in ITEMS:
+        raise WorkflowError(
+            f"unknown {kind} '{target}'; valid: "
+            + ", ".join(
+                t for t, i in ITEMS.items() if i.is_figure == (kind == "figure")
+            )
+        )
+    return ITEMS[target]
+
+
+def table_inputs(wildcards):
+    item = item_of(wildcards, "table")
+    return [f for rid in item.run_ids() for f in run_outputs(rid)]
+
+
+def table_payload(wildcards):
+    return item_of(wildcards, "table").payload()
+
+
+def figure_inputs(wildcards):
+    item = item_of(wildcards, "figure")
+    return [f"results/{SCALE}/runs/{rid}/metrics.jsonl" for rid in item.run_ids()]
+
+
+def figure_payload(wildcards):
+    return item_of(wildcards, "figure").payload()
+
+
+def scenario_note():
+    """One line saying what this scale is (shown under every table and figure)."""
+    return " ".join(str(EXP.scale_config.get("description", "")).split())
+
+
+def claim_tables():
+    """Tables the claims of the built papers compare (inputs of the scorecard)."""
+    out = {}
+    for claim in EXP.claims():
+        if claim["paper"] not in config["papers"]:
+            continue
+        for side in ("better", "than"):
+            target = f"{claim['paper']}_{claim[side]['table']}"
+            out[target] = (
+                f"results/{SCALE}/tables/{ITEMS[target].paper}/{ITEMS[target].id}.csv"
+            )
+    return out
+
+
+def scorecard_tables(wildcards):
+    return sorted(set(claim_tables().values()))
+
+
+def scorecard_payload(wildcards):
+    claims = [c for c in EXP.claims() if c["paper"] in config["papers"]]
+    targets = claim_tables()
+    return {
+        "claims": claims,
+        "payloads": {t: ITEMS[t].payload() for t in targets},
+        "seeds": EXP.seeds,
+        "papers": {
+            p: EXP.papers[p].get("title", p)
+            for p in config["papers"]
+            if p in EXP.papers
+        },
+    }
+
+
+def report_config():
+    """Config (YAML) that makes the report's own Snakemake call see this DAG."""
+    keys = {"scale": SCALE, "seeds": EXP.seeds, "papers": list(config["papers"])}
+    keys["skip_plugins"] = list(config.get("skip_plugins") or [])
+    return yaml.safe_dump(keys, default_flow_style=True).strip()
+
+
+# Global report text: the scorecard rule writes a copy of reports/workflow.rst with the scorecard
+# appended; use it when it exists so the report opens with the scorecard.
+GENERATED_REPORT_TEXT = f"results/{SCALE}/report/workflow.rst"
+REPORT_TEXT = (
+    GENERATED_REPORT_TEXT
+    if (ROOT / GENERATED_REPORT_TEXT).exists()
+    else "reports/workflow.rst"
+)

@@ -1,0 +1,32 @@
+# Training: one job per distinct resolved run (results/<scale>/runs/<run_id>/). A cell needed by
+# several tables, or by two papers, names the same run id and trains once. Checkpoints live in
+# results/<scale>/ckpt/<run_id>/, outside the declared outputs, so a killed or failed job
+# resumes from its last checkpoint instead of starting over.
+
+
+rule train:
+    input:
+        unpack(train_inputs),
+    output:
+        final="results/{scale}/runs/{run_id}/final.json",
+        metrics="results/{scale}/runs/{run_id}/metrics.jsonl",
+        resolved="results/{scale}/runs/{run_id}/resolved.yaml",
+        model="results/{scale}/runs/{run_id}/model.pt",
+    log:
+        "results/{scale}/logs/train/{run_id}.log",
+    benchmark:
+        "results/{scale}/benchmarks/train/{run_id}.tsv"
+    conda:
+        "../../envs/fedhet.yaml"
+    threads: RES["threads"]
+    resources:
+        gpu=RES["gpu"],
+        mem_mb=train_mem_mb,
+        runtime=train_runtime,
+    params:
+        run=train_run_json,
+        out="results/{scale}/runs/{run_id}",
+        ckpt="results/{scale}/ckpt/{run_id}",
+    shell:
+        "fedhet train --config-json {params.run:q} --out {params.out}"
+        " --ckpt-dir {params.ckpt} > {log} 2>&1"

@@ -1,0 +1,33 @@
+"""One paper table from its runs: long CSV (shared schema), Markdown and HTML (Snakemake script)."""
+
+import sys
+from pathlib import Path
+
+from fedhet import tables as T
+
+
+def main(sm) -> None:
+    payload = sm.params.payload
+    scale = sm.wildcards.scale
+    results = {}
+    for path in sm.input:
+        path = Path(path)
+        if path.name == "final.json":
+            results[path.parent.name] = T.load_run(path.parent)
+    lines = T.compute_table(payload, results, scale)
+    T.write_csv(lines, sm.output.csv)
+    Path(sm.output.md).write_text(T.render_markdown(lines, payload, scale, sm.params.note))
+    Path(sm.output.html).write_text(T.render_html(lines, payload, scale, sm.params.note))
+    done = sum(1 for ln in lines if ln["status"] == T.OK)
+    pending = sum(1 for ln in lines if ln["status"] == T.PENDING)
+    print(
+        f"{payload['paper']} {payload['id']}: {len(lines)} numbers, {done} ok, "
+        f"{pending} pending, from {len(results)} runs",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    with open(snakemake.log[0], "w") as log:  # noqa: F821 (set by Snakemake)
+        sys.stderr = log
+        main(snakemake)  # noqa: F821

@@ -1,0 +1,91 @@
+"""A paper figure of per-round curves (test accuracy, client drift, ...) from the runs' metric
+logs (Snakemake script; pandas + seaborn, Agg backend)."""
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+PERCENT = {"test_acc"}
+
+
+def load_curves(payload, metric_files):
+    spec = payload["spec"]
+    metric = spec["metric"]
+    rows, pending = [], []
+    for cell in payload["cells"]:
+        name = " · ".join(cell["display"][a] for a in (spec.get("hue"), spec.get("style")) if a)
+        if cell["pending"]:
+            pending.append(f"{name} ({cell['pending']})")
+            continue
+        for seed, run_id in enumerate(cell["run_ids"]):
+            for line in metric_files[run_id].read_text().splitlines():
+                if not line.strip():
+                    continue
+                rec = json.loads(line)
+                value = rec.get(metric)
+                if value is None:
+                    continue
+                rows.append(
+                    {
+                        "round": int(rec["round"]),
+                        "value": 100.0 * value if metric in PERCENT else float(value),
+                        "seed": seed,
+                        **{axis: cell["display"][axis] for axis in cell["display"]},
+                    }
+                )
+    return pd.DataFrame(rows), pending
+
+
+def main(sm) -> None:
+    payload = sm.params.payload
+    spec = payload["spec"]
+    files = {Path(p).parent.name: Path(p) for p in sm.input}
+    df, pending = load_curves(payload, files)
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    if df.empty:
+        ax.text(0.5, 0.5, "no curve yet (all methods pending)", ha="center", va="center")
+        ax.set_axis_off()
+    else:
+        fraction = spec.get("max_round_fraction")
+        if fraction:
+            df = df[df["round"] <= max(1, round(df["round"].max() * fraction))]
+        several = df["seed"].nunique() > 1
+        sns.lineplot(
+            data=df,
+            x="round",
+            y="value",
+            hue=spec.get("hue"),
+            style=spec.get("style"),
+            errorbar="sd" if several else None,
+            ax=ax,
+        )
+        if spec.get("yscale"):
+            ax.set_yscale(spec["yscale"])
+        ax.set_xlabel("communication round")
+        ax.set_ylabel(spec.get("ylabel", spec["metric"]))
+    ax.set_title(spec["title"], fontsize=9)
+    notes = [f"scale {sm.wildcards.scale}: {sm.params.note}"]
+    if pending:
+        notes.append("not shown (pending): " + "; ".join(pending))
+    text = "\n".join(textwrap.fill(n, 130) for n in notes)
+    lines = text.count("\n") + 1
+    fig.set_size_inches(6.4, 4.2 + 0.12 * lines)
+    fig.tight_layout(rect=(0, 0.03 + 0.12 * lines / (4.2 + 0.12 * lines), 1, 1))
+    fig.text(0.01, 0.01, text, fontsize=6, va="bottom")
+    fig.savefig(sm.output[0], dpi=150)
+    print(f"{len(df)} points, {len(pending)} pending", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    with open(snakemake.log[0], "w") as log:  # noqa: F821 (set by Snakemake)
+        sys.stderr = log
+        main(snakemake)  # noqa: F821
