@@ -38,6 +38,8 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/ccvr.smk"
+include: "workflow/rules/vhl.smk"
 include: "workflow/rules/report.smk"
 
 

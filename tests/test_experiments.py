@@ -256,9 +256,10 @@ def test_demo_scale_maps_onto_stand_ins(demo):
             "fmnist",
             "svhn",
             "cifar100",
+            "cinic10",
         }
         assert run["training"]["rounds"] <= 30
-    assert len(demo.runs) <= 160  # the demo DAG stays small
+    assert len(demo.runs) <= 200  # the demo DAG stays small (CCVR: 30 runs)
 
 
 def test_apply_scale_rounds_and_decay():
@@ -300,7 +301,7 @@ def test_expansion_is_fast_and_torch_free():
 
 def test_ci_selection(demo):
     items, runs = X.ci_selection(demo, base_config()["ci"])
-    assert "vhl_t1" in items
+    assert "vhl_t8" in items
     algos = {demo.runs[r]["algorithm"]["name"] for r in runs}
     assert "feddyn" in algos
     with pytest.raises(X.ExperimentError, match="valid"):
@@ -347,7 +348,7 @@ def edit(path: Path, func) -> None:
         ),
         (
             lambda d: d["tables"]["t1"].update(protocol="nope"),
-            r"vhl\.yaml: 'protocols\.nope': unknown protocol; valid: baseline",
+            r"vhl\.yaml: 'protocols\.nope': unknown protocol; valid: ablation, baseline, feddf, partitions",
         ),
         (
             lambda d: d["protocols"]["baseline"]["lookups"][0]["values"]["cifar10"].update(

@@ -194,7 +194,8 @@ def test_changing_one_cell_setting_retrains_only_that_run(workdir):
         # one new run (CIFAR-10, α=0.1 E=5, SCAFFOLD w/o VHL), shared by VHL T1 and FedImpro T6
         assert counts.get("train") == 1
         assert "prepare_data" not in counts and "partition" not in counts
-        assert counts.get("table") == 3  # VHL T1, VHL T9 (the lr table), FedImpro T6
+        # VHL T1, T9 (the lr table), T10 (derived from T1's runs) and FedImpro T6
+        assert counts.get("table") == 4
     finally:
         path.write_text(original)
 
@@ -211,8 +212,8 @@ def test_runtime_settings_do_not_retrain(workdir):
 
 def test_named_targets(workdir):
     assert dry(workdir, "vhl_t1") == {}
-    proc = snakemake(workdir["dir"], "-n", "ccvr", env=workdir["env"])
-    assert "ccvr: no table or figure is configured yet" in proc.stdout + proc.stderr
+    proc = snakemake(workdir["dir"], "-n", "fedbr", env=workdir["env"])
+    assert "fedbr: no table or figure is configured yet" in proc.stdout + proc.stderr
     proc = snakemake(workdir["dir"], "-n", "vhl_t99", env=workdir["env"], check=False)
     assert proc.returncode != 0
     assert "unknown target 'vhl_t99'; valid targets:" in proc.stdout + proc.stderr
@@ -237,7 +238,11 @@ def test_ci_target_touches_every_rule_and_method(workdir):
     assert algos >= {"fedavg", "fedprox", "scaffold", "fednova", "feddyn"}
     assert any(exp.runs[r]["training"]["centralized"] for r in all_runs)
     kinds = {exp.items[t].kind for t in items}
-    assert kinds >= {"rounds_to_target", "settings", "curve"}
+    # rounds-to-target tables need every block of a main table (34 runs at demo); their maths
+    # are unit-tested (tests/test_tables.py, tests/test_vhl_workflow.py)
+    assert kinds >= {"accuracy", "settings", "curve", "tsne", "virtual_grid"}
+    plugins = {p["name"] for r in all_runs for p in exp.runs[r]["plugins"]}
+    assert plugins >= {"vhl", "feddf"}
 
 
 @pytest.mark.parametrize(

@@ -188,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fedhet.posthoc.cli import add_subcommands as add_posthoc_subcommands
 
     add_posthoc_subcommands(sub)
+    from fedhet.virtual.cli import add_subcommands as add_virtual_subcommands
+
+    add_virtual_subcommands(sub)
     return parser
 
 

@@ -73,14 +73,35 @@ PARTITION_SCHEMES = (
 )
 # Plug-ins the papers use. One counts as implemented once the package declares it in
 # fedhet.config.PLUGIN_PARAMS; until then its cells are "pending" (no run, empty cell).
-KNOWN_PLUGINS = ("vhl", "fedimpro", "fedbr", "fedlgd", "clsnorm", "clsprox")
+KNOWN_PLUGINS = ("vhl", "fedimpro", "fedbr", "fedlgd", "clsnorm", "clsprox", "feddf")
 
 TABLE_KINDS = ("accuracy", "rounds_to_target", "settings")
-FIGURE_KINDS = ("curve",)
+# curve: per-round metrics (workflow/rules/figures.smk); tsne and virtual_grid: VHL's feature
+# t-SNE and virtual-data samples (workflow/rules/vhl.smk)
+# cka, norms, calibration, wasserstein, calibration_tsne: CCVR's analyses of saved models, logged
+# classifier norms and calibration outputs (workflow/rules/ccvr.smk)
+FIGURE_KINDS = (
+    "curve",
+    "tsne",
+    "virtual_grid",
+    "cka",
+    "norms",
+    "calibration",
+    "wasserstein",
+    "calibration_tsne",
+)
 # Metrics a table can show and where they come from.
 RUN_METRICS = ("acc", "last_acc", "top5_acc")  # from final.json (percent)
-DERIVED_METRICS = ("rounds", "speedup")  # from metrics.jsonl and the table's target
+# from metrics.jsonl and the table's target; cost = rounds × passes over the clients' data per
+# round (VHL Table 10), see fedhet.tables
+DERIVED_METRICS = ("rounds", "speedup", "cost")
 CURVE_METRICS = ("test_acc", "test_loss", "train_loss", "client_drift", "lr")
+# Post-hoc cells (a vocabulary entry with `posthoc: {method: ccvr | oracle, ...}`, CCVR): the
+# cell's accuracies come from the calibration of its run (calibration.json: acc_after) instead of
+# final.json; `gain` = accuracy after − before calibration (percentage points).
+POSTHOC_METRICS = ("gain",)
+# Calibration settings that say how, not what: left out of the calibration key.
+POSTHOC_EXECUTION_KEYS = ("device", "feature_batch_size")
 
 
 class ExperimentError(ConfigError):
@@ -179,9 +200,12 @@ class Cell:
     reference: dict[str, Any] = field(default_factory=dict)  # metric → transcribed value
     settings: dict[str, Any] = field(default_factory=dict)  # resolved run (first seed)
     values: dict[str, Any] = field(default_factory=dict)  # settings tables: metric → setting
+    # post-hoc cells: one calibration id ("<run_id>/<key>") per seed, parallel to run_ids
+    calibrations: list[str] = field(default_factory=list)
 
     def key(self) -> dict[str, Any]:
         return {
+            "calibrations": self.calibrations,
             "grid": self.grid,
             "labels": self.labels,
             "display": self.display,
@@ -217,6 +241,13 @@ class Item:
                 seen[rid] = None
         return list(seen)
 
+    def calibration_ids(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for cell in self.cells:
+            for cid in cell.calibrations:
+                seen[cid] = None
+        return list(seen)
+
     def payload(self) -> dict[str, Any]:
         """Everything a table/figure script needs (passed as Snakemake params)."""
         return {
@@ -242,6 +273,8 @@ class Experiment:
     run_dataset: dict[str, str]  # run id → dataset key
     partitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → partition job
     run_partition: dict[str, str] = field(default_factory=dict)  # run id → partition key
+    # calibration id ("<run_id>/<key>") → {run_id, key, settings} (post-hoc steps, CCVR)
+    calibrations: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def items_of(self, paper: str) -> list[Item]:
         return [item for item in self.items.values() if item.paper == paper]
@@ -335,6 +368,53 @@ def _vocab_entry(proto: dict[str, Any], axis: str, key: str, file: str, where: s
     return entry.get("label", key), entry.get("set") or {}
 
 
+def _posthoc_of(proto: dict[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """Calibration settings of a cell: the `posthoc` patches of its axis values, in axis order
+    (fedhet.posthoc.settings keys). A cell is post-hoc when they name a `method`."""
+    out: dict[str, Any] = {}
+    for axis, value in labels.items():
+        entry = (proto["values"].get(axis) or {}).get(value) or {}
+        out.update(entry.get("posthoc") or {})
+    return out
+
+
+def calibration_job(run_id_: str, posthoc: Mapping[str, Any], file: str, where: str):
+    """(calibration id, job) of a post-hoc step on a run: the id is `<run_id>/<key>` with key =
+    method + hash of the resolved calibration settings (execution settings left out), so equal
+    calibrations of one run are one job whichever table or figure asks for them."""
+    from fedhet.posthoc.settings import resolve_settings
+
+    try:
+        settings = resolve_settings(posthoc)
+    except ConfigError as err:
+        raise ExperimentError(file, f"{where} → posthoc", str(err)) from None
+    ident = {k: v for k, v in settings.items() if k not in POSTHOC_EXECUTION_KEYS}
+    ident["version"] = _config.IMPLEMENTATION_VERSIONS.get(settings["method"], 1)
+    key = f"{settings['method']}-{short_hash(ident, 8)}"
+    cid = f"{run_id_}/{key}"
+    return cid, {"run_id": run_id_, "key": key, "settings": settings}
+
+
+def _merge_runtime(existing: dict[str, Any], new: Mapping[str, Any]) -> None:
+    """Two cells naming one run may ask for different extras (runtime is not part of the id):
+    keep the union of the rounds whose snapshots / client models are saved."""
+    rt = existing.setdefault("runtime", {})
+    for key in ("snapshot_rounds", "save_client_models"):
+        extra = (new.get("runtime") or {}).get(key) or []
+        if extra:
+            rt[key] = sorted({*(rt.get(key) or []), *extra})
+
+
+def _last_round_runtime(run: dict[str, Any]) -> dict[str, Any]:
+    """`-1` in runtime.save_client_models / snapshot_rounds = the last round at this scale."""
+    rt = run.get("runtime") or {}
+    rounds = (run.get("training") or {}).get("rounds", 10)
+    for key in ("snapshot_rounds", "save_client_models"):
+        if -1 in (rt.get(key) or []):
+            rt[key] = sorted({rounds if r == -1 else int(r) for r in rt[key]})
+    return run
+
+
 def _lookup(
     values: Mapping[str, Any], by: list[str], labels: Mapping[str, str]
 ) -> tuple[bool, Any]:
@@ -410,8 +490,32 @@ def apply_scale(paper_run: dict[str, Any], scale: dict[str, Any], file: str) -> 
             {**p, "params": deep_merge(p.get("params") or {}, plugin_params.get(p["name"]) or {})}
             for p in run["plugins"]
         ]
+    if run.get("plugins"):
+        run["plugins"] = [_scale_plugin_datasets(p, scale) for p in run["plugins"]]
     run["runtime"] = deep_merge(run.get("runtime") or {}, scale.get("runtime") or {})
     return run
+
+
+# Plug-in parameters naming a dataset (name key, options key), mapped like the run's dataset:
+# FedDF's unlabeled data, VHL's real-image virtual data (Tiny-ImageNet subset).
+PLUGIN_DATASET_PARAMS = {
+    "feddf": ("unlabeled", "unlabeled_options"),
+    "vhl": ("virtual_options.dataset", "virtual_options.dataset_options"),
+}
+
+
+def _scale_plugin_datasets(plugin: dict[str, Any], scale: Mapping[str, Any]) -> dict[str, Any]:
+    keys = PLUGIN_DATASET_PARAMS.get(plugin.get("name"))
+    params = plugin.get("params") or {}
+    name = get_path(params, keys[0]) if keys else None
+    mapping = (scale.get("datasets") or {}).get(name) if name else None
+    if not mapping:
+        return plugin
+    params = plain_copy(params)
+    set_path(params, keys[0], mapping.get("name", name))
+    options = deep_merge(get_path(params, keys[1]) or {}, mapping.get("options") or {})
+    set_path(params, keys[1], options)
+    return {**plugin, "params": params}
 
 
 def dataset_key(run: Mapping[str, Any]) -> str:
@@ -545,6 +649,37 @@ def _reference_for(grid: dict[str, Any], spec: dict, labels: dict[str, str], axe
     return {m: node[m] for m in metrics if m in node}
 
 
+def _restrict(axes: list, scale: Mapping[str, Any], target: str, where: str) -> list:
+    """Axis values kept at this scale: the scale's `restrict.<paper>_<id>.<axis>` list (a
+    table too costly to run whole at a small scale), in the grid's order."""
+    keep = (scale.get("restrict") or {}).get(target) or {}
+    out = []
+    for axis, values in axes:
+        if axis in keep:
+            wanted = {str(v) for v in keep[axis]}
+            values = [v for v in values if v in wanted]
+            if not values:
+                raise ExperimentError(
+                    "config/scales", f"restrict.{target}.{axis}", f"leaves no value in {where}"
+                )
+        out.append((axis, values))
+    return out
+
+
+def cost_factor(run: Mapping[str, Any]) -> float:
+    """Passes over all clients' training data per round (VHL Table 10): the share of clients
+    sampled × local epochs, × (1 + virtual batch / natural batch) with VHL virtual images."""
+    t = run["training"]
+    share = 1.0 if t["centralized"] else t["clients_per_round"] / run["partition"]["num_clients"]
+    factor = share * t["local_epochs"]
+    for plugin in run.get("plugins") or []:
+        hp = {**_config.PLUGIN_PARAMS.get(plugin["name"], {}), **(plugin.get("params") or {})}
+        if plugin["name"] == "vhl" and hp.get("variant") != "vfa":
+            vbs = hp.get("virtual_batch_size")
+            factor *= 1.0 + (t["batch_size"] if vbs is None else vbs) / t["batch_size"]
+    return factor
+
+
 # ----------------------------------------------------------------------------- expansion
 
 
@@ -558,6 +693,7 @@ def expand_item(
     seeds: list[int],
     runs: dict[str, dict[str, Any]],
     skip_plugins: Iterable[str] = (),
+    calibrations: dict[str, dict[str, Any]] | None = None,
 ) -> Item:
     file = str(loader.paper_file(paper))
     section = "figures" if is_figure else "tables"
@@ -568,7 +704,7 @@ def expand_item(
         raise ExperimentError(
             file, f"{base}.kind", f"unknown kind '{kind}'; valid: {', '.join(valid_kinds)}"
         )
-    default_metrics = [spec["metric"]] if is_figure else spec.get("metrics", ["acc"])
+    default_metrics = [spec.get("metric", "test_acc")] if is_figure else spec.get("metrics", ["acc"])
     cells: list[Cell] = []
     for g, grid in enumerate(spec.get("grids") or []):
         where = f"{base}.grids[{g}]"
@@ -582,7 +718,7 @@ def expand_item(
         proto = loader.protocol(paper, proto_name, file)
         for li, lookup in enumerate(proto["lookups"]):
             _check_lookup_keys(lookup, proto, proto["file"], f"lookups[{li}]({lookup['key']})")
-        axes = _axes_of(grid, file, where)
+        axes = _restrict(_axes_of(grid, file, where), scale, f"{paper}_{item_id}", where)
         metrics = grid.get("metrics", default_metrics)
         for combo in product(*[values for _, values in axes]):
             labels: dict[str, str] = dict(proto["defaults"])
@@ -624,7 +760,7 @@ def expand_item(
                     **patch,
                     "plugins": [p for p in patch["plugins"] if p.get("name") not in pending],
                 }
-            scaled = apply_scale({**patch, "seed": seeds[0]}, scale, file)
+            scaled = _last_round_runtime(apply_scale({**patch, "seed": seeds[0]}, scale, file))
             try:
                 first = resolve_run(scaled)
             except ConfigError as err:
@@ -636,13 +772,22 @@ def expand_item(
             if kind == "settings":
                 key = spec.get("setting_key", "training.lr")
                 cell.values = {m: get_path(first, key) for m in metrics}
+            elif "cost" in metrics:
+                cell.values = {"cost_factor": cost_factor(first)}
             if not pending and kind != "settings":
                 for seed in seeds:
                     # the seed changes nothing else of the resolved settings
                     resolved = first if seed == seeds[0] else {**plain_copy(first), "seed": seed}
                     rid = run_id(resolved)
-                    runs.setdefault(rid, resolved)
+                    _merge_runtime(runs.setdefault(rid, resolved), resolved)
                     cell.run_ids.append(rid)
+                posthoc = _posthoc_of(proto, labels)
+                if posthoc.get("method"):
+                    for rid in cell.run_ids:
+                        cid, job = calibration_job(rid, posthoc, file, f"{where} cell {labels}")
+                        if calibrations is not None:
+                            calibrations.setdefault(cid, job)
+                        cell.calibrations.append(cid)
             if pending and kind != "settings":
                 skipped = [n for n in pending if n in skip_plugins]
                 cell.pending = (
@@ -653,6 +798,10 @@ def expand_item(
             cells.append(cell)
     if not cells:
         raise ExperimentError(file, f"{base}.grids", "no grids: a table or figure needs one")
+    restricted = (scale.get("restrict") or {}).get(f"{paper}_{item_id}")
+    if restricted:
+        shown = "; ".join(f"{a}: {', '.join(map(str, v))}" for a, v in restricted.items())
+        spec = {**spec, "scale_note": f"This scale runs only {shown} (config/scales → restrict)."}
     return Item(paper=paper, id=item_id, kind=kind, is_figure=is_figure, spec=spec, cells=cells)
 
 
@@ -706,6 +855,7 @@ def load_experiment(
         loader.paper(paper)  # unknown names fail here, listing the valid ones
     items: dict[str, Item] = {}
     runs: dict[str, dict[str, Any]] = {}
+    calibrations: dict[str, dict[str, Any]] = {}
     loaded: dict[str, dict[str, Any]] = {}
     for paper in selected:
         if not loader.paper_file(paper).exists():
@@ -715,7 +865,7 @@ def load_experiment(
         for section, is_figure in (("tables", False), ("figures", True)):
             for item_id, spec in (cfg.get(section) or {}).items():
                 item = expand_item(
-                    loader, paper, item_id, spec, is_figure, scale, seeds, runs, skip
+                    loader, paper, item_id, spec, is_figure, scale, seeds, runs, skip, calibrations
                 )
                 items[item.target] = item
         for ci, claim in enumerate(cfg.get("claims") or []):
@@ -753,6 +903,7 @@ def load_experiment(
         run_dataset=run_dataset,
         partitions=partitions,
         run_partition=run_partition,
+        calibrations=calibrations,
     )
 
 

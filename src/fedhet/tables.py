@@ -12,6 +12,9 @@ Definitions follow the papers (VHL §5.2, FedImpro §5.1):
   papers' printed targets are;
 - rounds: the first round whose test accuracy reaches the target; never reached → NaN;
 - speed-up: rounds of the reference cell ÷ rounds of the cell; NaN when either is NaN.
+- post-hoc cells (CCVR): the accuracies of a calibrated cell are its calibration's `acc_after`
+  (the run's last-round model with the classifier calibrated); gain = `acc_after` − `acc_before`
+  per seed, then mean ± std; Markdown/HTML print it in parentheses inside the accuracy cell.
 """
 
 from __future__ import annotations
@@ -51,12 +54,14 @@ METRIC_NAMES = {
     "top5_acc": "top-5 mean ACC (%)",
     "rounds": "ROUND",
     "speedup": "speed-up",
+    "cost": "samples to target (× N)",
     "lr": "lr",
     "target": "target ACC (%)",
+    "gain": "gain (pp)",
 }
 # metrics whose difference with the paper means something at every scale; rounds and targets
 # depend on the round budget and are compared only at paper scale
-SCALE_FREE = {"acc", "last_acc", "top5_acc", "speedup", "lr"}
+SCALE_FREE = {"acc", "last_acc", "top5_acc", "speedup", "lr", "gain"}
 
 NAN = math.nan
 
@@ -77,6 +82,7 @@ class RunResult:
     last_acc: float
     top5_acc: float
     curve: list[tuple[int, float]] = field(default_factory=list)  # (round, test acc %)
+    gain: float = NAN  # post-hoc results only: accuracy after − before calibration (pp)
 
 
 def load_run(run_dir: str | Path) -> RunResult:
@@ -99,6 +105,27 @@ def _pct(x: Any) -> float:
     return NAN if is_nan(x) else 100.0 * float(x)
 
 
+def load_calibration(path: str | Path) -> RunResult:
+    """A post-hoc calibration (CCVR) as a result: its accuracies are the calibrated model's
+    test accuracy (`acc_after`; the run's last round, calibrated), its gain after − before."""
+    cal = json.loads(Path(path).read_text())
+    after = _pct(cal.get("acc_after"))
+    before = _pct(cal.get("acc_before"))
+    return RunResult(
+        status="completed",
+        best_acc=after,
+        last_acc=after,
+        top5_acc=after,
+        gain=after - before,
+    )
+
+
+def calibration_key(path: str | Path) -> str:
+    """Result key of `.../calibrations/<run_id>/<key>/calibration.json`: `<run_id>/<key>`."""
+    path = Path(path)
+    return f"{path.parent.parent.name}/{path.parent.name}"
+
+
 def result_from(final: Mapping[str, Any], curve: Sequence[tuple[int, float]]) -> RunResult:
     diverged = final.get("status") == "diverged"
     return RunResult(
@@ -118,6 +145,11 @@ def rounds_to_target(curve: Iterable[tuple[int, float]], target: float) -> float
         if not is_nan(acc) and acc >= target - 1e-9:
             return float(rnd)
     return NAN
+
+
+def uses_rounds(metrics: Iterable[str]) -> bool:
+    """Whether a cell shows a metric computed from its rounds to the target."""
+    return bool({"rounds", "speedup", "cost"} & set(metrics))
 
 
 def speedup(reference_rounds: float, rounds: float) -> float:
@@ -215,7 +247,7 @@ def compute_table(
     for i, cell in enumerate(cells):
         if cell["pending"] or kind == "settings":
             continue
-        runs = [results[r] for r in cell["run_ids"]]
+        runs = [results[r] for r in cell.get("calibrations") or cell["run_ids"]]
         m, s, n = mean_std([r.best_acc for r in runs])
         status = DIVERGED if any(r.status == "diverged" for r in runs) else OK
         acc[i] = (m, s, n, status)
@@ -233,7 +265,7 @@ def compute_table(
                 continue
             if not all(labels.get(k) == v for k, v in ref_where.items()):
                 continue
-            if "rounds" not in cell["metrics"]:
+            if not uses_rounds(cell["metrics"]):
                 continue
             key = tuple(labels[a] for a in group_by)
             paper_t = parse_reference(_nested(tspec.get("paper") or {}, key))[0]
@@ -246,7 +278,7 @@ def compute_table(
             n_ref = len(cell["run_ids"])
             targets[key] = (ours, paper_t, how, label, n_ref)
         for i, cell in enumerate(cells):
-            if i not in acc or "rounds" not in cell["metrics"]:
+            if i not in acc or not uses_rounds(cell["metrics"]):
                 continue
             key = tuple(cell["labels"].get(a) for a in group_by)
             target = targets.get(key, (NAN,))[0]
@@ -309,13 +341,25 @@ def compute_table(
                     )
                 )
                 continue
-            if metric in ("acc", "last_acc", "top5_acc"):
-                runs = [results[r] for r in cell["run_ids"]]
+            if metric == "gain":
+                # post-hoc cells: calibrated − uncalibrated accuracy, per seed, then mean ± std
+                runs = [results[r] for r in cell.get("calibrations") or []]
+                m, s, n = mean_std([r.gain for r in runs])
+                status = acc[i][3] if runs else PENDING
+            elif metric in ("acc", "last_acc", "top5_acc"):
+                runs = [results[r] for r in cell.get("calibrations") or cell["run_ids"]]
                 attr = {"acc": "best_acc", "last_acc": "last_acc", "top5_acc": "top5_acc"}[metric]
                 m, s, n = mean_std([getattr(r, attr) for r in runs])
                 status = acc[i][3]
             elif metric == "rounds":
                 m, s, n, status = rounds.get(i, (NAN, NAN, 0, NEVER))
+                if acc[i][3] == DIVERGED and is_nan(m):
+                    status = DIVERGED
+            elif metric == "cost":
+                r = rounds.get(i, (NAN, NAN, 0, NEVER))
+                factor = float(cell["values"].get("cost_factor", NAN))
+                m, s, n = r[0] * factor, r[1] * factor, r[2]
+                status = r[3]
                 if acc[i][3] == DIVERGED and is_nan(m):
                     status = DIVERGED
             elif metric == "speedup":
@@ -437,6 +481,8 @@ def fmt(value: Any, metric: str, std: Any = None) -> str:
         text = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
     elif metric == "speedup":
         text = f"{value:.2f}"
+    elif metric == "cost":
+        text = f"{value:.1f}"
     else:
         text = f"{value:.2f}"
     if std is not None and not is_nan(std):
@@ -458,9 +504,38 @@ def cell_text(line: Mapping[str, Any]) -> str:
     return text
 
 
+def _gain_text(line: Mapping[str, Any] | None, value_key: str) -> str:
+    value = None if line is None else line[value_key]
+    if value is None or is_nan(value) or (line["status"] == PENDING and value_key == "our_mean"):
+        return ""
+    return f" ({'↑' if value >= 0 else '↓'}{abs(value):.2f})"
+
+
+def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None) -> str:
+    """An accuracy cell with its calibration gain in parentheses, as CCVR prints it:
+    `paper (↑gain) / ours (↑gain) (ours − paper)`."""
+    metric = acc["metric"]
+    paper = fmt(acc["paper_value"], metric, acc.get("paper_std")) + _gain_text(gain, "paper_value")
+    if acc["status"] == PENDING:
+        return f"{paper} / pending"
+    ours = fmt(acc["our_mean"], metric, acc.get("our_std")) + _gain_text(gain, "our_mean")
+    text = f"{paper} / {ours}"
+    if not is_nan(acc["delta"]):
+        text += f" ({acc['delta']:+.2f})"
+    return text
+
+
 def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
-    """The paper-like grid: header + body rows; block headers where rows have a block part."""
+    """The paper-like grid: header + body rows; block headers where rows have a block part.
+    A `gain` next to an accuracy of the same cell (CCVR's calibrations) is shown inside the
+    accuracy cell, in parentheses, as the paper prints it (the CSV keeps it as its own line)."""
     spec = payload["spec"]
+    gains = {(ln["row"], ln["column"]): ln for ln in lines if ln["metric"] == "gain"}
+    accs = {(ln["row"], ln["column"]) for ln in lines if ln["metric"] in ("acc", "last_acc")}
+    if gains and set(gains) <= accs:
+        lines = [ln for ln in lines if ln["metric"] != "gain"]
+    else:
+        gains = {}
     metrics: list[str] = []
     columns: list[str] = []
     for ln in lines:
@@ -516,7 +591,15 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
             line.append(
                 f"{fmt(t['paper_value'], 'target')} / {fmt(t['our_mean'], 'target')}" if t else ""
             )
-        body.append(line + [cell_text(cells[h]) if h in cells else "" for h in heads])
+        texts = []
+        for h in heads:
+            if h not in cells:
+                texts.append("")
+            elif (row, h[1]) in gains and h[0] in ("acc", "last_acc"):
+                texts.append(gain_cell_text(cells[h], gains[(row, h[1])]))
+            else:
+                texts.append(cell_text(cells[h]))
+        body.append(line + texts)
     if row_targets:
         statuses = sorted({t["status"] for t in targets.values()})
         body.append([f"target: {', '.join(statuses)}", *[""] * (len(header) - 1)])
@@ -528,6 +611,7 @@ def render_markdown(
 ) -> str:
     header, body = layout(lines, payload)
     spec = payload["spec"]
+    note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
     out = [f"# {payload['paper'].upper()} {spec.get('title', payload['id'])}", ""]
     out.append(
         f"Scale: `{scale}`. Each cell: paper / ours (ours − paper). "
@@ -551,6 +635,7 @@ def render_html(
 
     header, body = layout(lines, payload)
     spec = payload["spec"]
+    note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"

@@ -175,12 +175,19 @@ def partition_file(run_id):
     return None if key is None else f"resources/partitions/{key}.npz"
 
 
+# Run id → further named inputs of its training job, filled by paper rule files (e.g. the cached
+# virtual dataset of a VHL run, workflow/rules/vhl.smk).
+TRAIN_EXTRA_INPUTS = {}
+
+
 def train_inputs(wildcards):
-    """The dataset (and, for federated runs, the partition file) a run trains on."""
+    """The dataset (and, for federated runs, the partition file) a run trains on, plus any
+    cached artefact it reads (TRAIN_EXTRA_INPUTS)."""
     inputs = {"dataset": f"resources/datasets/{EXP.run_dataset[wildcards.run_id]}.path"}
     part = partition_file(wildcards.run_id)
     if part is not None:
         inputs["partition"] = part
+    inputs.update(TRAIN_EXTRA_INPUTS.get(wildcards.run_id, {}))
     return inputs
 
 
@@ -222,9 +229,15 @@ def item_of(wildcards, kind):
     return ITEMS[target]
 
 
+def calibration_output(calibration_id):
+    """calibration.json of a post-hoc step (`<run_id>/<key>`, CCVR; workflow/rules/ccvr.smk)."""
+    return f"results/{SCALE}/calibrations/{calibration_id}/calibration.json"
+
+
 def table_inputs(wildcards):
     item = item_of(wildcards, "table")
-    return [f for rid in item.run_ids() for f in run_outputs(rid)]
+    runs = [f for rid in item.run_ids() for f in run_outputs(rid)]
+    return runs + [calibration_output(cid) for cid in item.calibration_ids()]
 
 
 def table_payload(wildcards):

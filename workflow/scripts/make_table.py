@@ -14,6 +14,8 @@ def main(sm) -> None:
         path = Path(path)
         if path.name == "final.json":
             results[path.parent.name] = T.load_run(path.parent)
+        elif path.name == "calibration.json":  # post-hoc cells (CCVR)
+            results[T.calibration_key(path)] = T.load_calibration(path)
     lines = T.compute_table(payload, results, scale)
     T.write_csv(lines, sm.output.csv)
     Path(sm.output.md).write_text(T.render_markdown(lines, payload, scale, sm.params.note))

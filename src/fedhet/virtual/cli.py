@@ -1,0 +1,130 @@
+"""`fedhet virtual-data`, `fedhet virtual-grid` and `fedhet client-tsne` (VHL's cached virtual
+datasets, their image grids and the t-SNE of client features); added to `fedhet` by
+`fedhet.cli`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+MARKERS = ("o", "^", "s", "D", "v", "P")
+
+
+def cmd_virtual_data(args: argparse.Namespace) -> int:
+    """Generate (or check) the cached virtual dataset of `--settings`; print its path."""
+    from fedhet.virtual import load_or_make_virtual
+
+    data = load_or_make_virtual(json.loads(args.settings), args.root)
+    print(f"{tuple(data.x.shape)} images, {data.num_classes} classes, sha256 {data.checksum}",
+          file=sys.stderr)
+    print(data.path)
+    return 0
+
+
+def cmd_virtual_grid(args: argparse.Namespace) -> int:
+    """Image grid (one row per class) of a cached virtual dataset file."""
+    import torch
+
+    from fedhet.virtual import virtual_grid_png
+
+    data = torch.load(args.data, map_location="cpu", weights_only=True)
+    s = data["settings"]
+    what = (f"{s['kind']}, {s['num_classes']} classes × {s['images_per_class']} images, "
+            f"{s['size']} px")
+    title = textwrap.fill(f"{args.title} ({what})" if args.title else what, 60)
+    virtual_grid_png(data["x"], data["y"], args.out, per_class=args.per_class, title=title)
+    print(args.out)
+    return 0
+
+
+def client_features(run_dir: Path, clients: int, per_client: int) -> dict[str, Any]:
+    """Features (classifier input) of the first `clients` client models a run saved at its last
+    saved round, on `per_client` test images each (the same images for every client)."""
+    import numpy as np
+    import torch
+
+    from fedhet.engine.augment import Augmenter
+    from fedhet.evaluate import load_run_model
+    from fedhet.posthoc.ccvr import extract_features
+
+    rounds = sorted(run_dir.glob("clients/round_*"), key=lambda p: int(p.name.split("_")[1]))
+    if not rounds:
+        raise FileNotFoundError(f"{run_dir}: no saved client models "
+                                "(runtime.save_client_models); train the run with them")
+    files = sorted(rounds[-1].glob("client_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    feats, classes, owners = [], [], []
+    for path in files[:clients]:
+        model, data, _ = load_run_model(run_dir, path, device="cpu")
+        aug = Augmenter("none", data.mean, data.std, int(data.x_test.shape[-1]), "cpu")
+        idx = torch.randperm(len(data.y_test), generator=torch.Generator().manual_seed(0))
+        idx = idx[:per_client]
+        feats.append(extract_features(model, data.x_test[idx], aug).cpu().numpy())
+        classes.append(data.y_test[idx].numpy())
+        owners.append(np.full(len(idx), int(path.stem.split("_")[1])))
+    return {"features": np.concatenate(feats), "class": np.concatenate(classes),
+            "client": np.concatenate(owners), "round": int(rounds[-1].name.split("_")[1])}
+
+
+def cmd_client_tsne(args: argparse.Namespace) -> int:
+    """One t-SNE panel per run of a few clients' test features (VHL Fig. 2)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedhet.analysis.tsne import tsne_frame
+
+    labels = args.labels or [Path(r).name for r in args.runs]
+    fig, axes = plt.subplots(1, len(args.runs), figsize=(3.4 * len(args.runs), 3.7),
+                             squeeze=False)
+    for ax, run, label in zip(axes[0], args.runs, labels, strict=True):
+        f = client_features(Path(run), args.clients, args.per_client)
+        frame = tsne_frame(f["features"], {"class": f["class"], "client": f["client"]},
+                           seed=0, max_points=None)
+        for m, (client, part) in enumerate(frame.groupby("client")):
+            ax.scatter(part["x"], part["y"], c=part["class"], cmap="tab10", vmin=0, vmax=9, s=5,
+                       marker=MARKERS[m % len(MARKERS)], alpha=0.7, label=f"client {client}")
+        ax.set_title(f"{label} (round {f['round']})", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.legend(fontsize=6, markerscale=2)
+    if args.title:
+        fig.suptitle(args.title, fontsize=9)
+    if args.note:
+        fig.text(0.01, 0.01, textwrap.fill(args.note, 170), fontsize=6, va="bottom")
+    fig.tight_layout(rect=(0, 0.1 if args.note else 0, 1, 0.93 if args.title else 1))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=150)
+    plt.close(fig)
+    print(args.out)
+    return 0
+
+
+def add_subcommands(sub: Any) -> None:
+    p = sub.add_parser("virtual-data", help="build a cached VHL virtual dataset, print its path")
+    p.add_argument("--settings", required=True,
+                   help="virtual dataset settings as JSON (fedhet.virtual.spec)")
+    p.add_argument("--root", default="resources/datasets", help="dataset cache directory")
+    p.set_defaults(func=cmd_virtual_data)
+
+    p = sub.add_parser("virtual-grid", help="image grid of a cached virtual dataset (PNG)")
+    p.add_argument("--data", required=True, help="virtual dataset file (.pt)")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--per-class", type=int, default=8)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=cmd_virtual_grid)
+
+    p = sub.add_parser("client-tsne",
+                       help="t-SNE of saved client models' test features, a panel per run (PNG)")
+    p.add_argument("--runs", nargs="+", required=True, help="run directories")
+    p.add_argument("--labels", nargs="+", help="panel titles, one per run")
+    p.add_argument("--clients", type=int, default=3)
+    p.add_argument("--per-client", type=int, default=300)
+    p.add_argument("--out", required=True)
+    p.add_argument("--title", default="")
+    p.add_argument("--note", default="")
+    p.set_defaults(func=cmd_client_tsne)
