@@ -37,7 +37,7 @@ def job_counts(output: str) -> dict[str, int]:
 
 def snakemake(cwd: Path, *args: str, env=None, check: bool = True):
     proc = subprocess.run(
-        ["snakemake", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+        ["snakemake", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=3600
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
