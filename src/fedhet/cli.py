@@ -14,7 +14,8 @@ from typing import Any
 from fedhet.config import ConfigError, load_yaml
 
 
-def _json_arg(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """argparse type: a JSON object given on the command line."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
@@ -123,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def run_source(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", help="run settings as a YAML file")
-        p.add_argument("--config-json", type=_json_arg, help="run settings as a JSON object")
+        p.add_argument("--config-json", type=json_object, help="run settings as a JSON object")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override one setting, e.g. --set training.rounds=5 (repeatable)")
 
@@ -146,14 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prepare-data", help="build a dataset's cached tensor file and print its path")
     p.add_argument("--dataset", required=True, help="dataset name (see fedhet.data.DATASETS)")
     p.add_argument("--root", default="resources/datasets", help="dataset cache directory")
-    p.add_argument("--options", type=_json_arg, help="dataset options as JSON")
+    p.add_argument("--options", type=json_object, help="dataset options as JSON")
     p.add_argument("--download", action="store_true", help="download raw files if missing")
     p.set_defaults(func=cmd_prepare_data)
 
     p = sub.add_parser("partition", help="build a partition and print its client × class counts")
     p.add_argument("--dataset", required=True)
     p.add_argument("--root", default="resources/datasets")
-    p.add_argument("--options", type=_json_arg, help="dataset options as JSON")
+    p.add_argument("--options", type=json_object, help="dataset options as JSON")
     p.add_argument("--scheme", default="dirichlet")
     p.add_argument("--clients", type=int, default=10)
     p.add_argument("--alpha", type=float, default=0.1)
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="simplecnn")
     p.add_argument("--width", type=float, default=1.0)
     p.add_argument("--dataset", default="digits10")
-    p.add_argument("--options", type=_json_arg, default={"channels": 3, "size": 32},
+    p.add_argument("--options", type=json_object, default={"channels": 3, "size": 32},
                    help="dataset options as JSON")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--clients", type=int, default=2)

@@ -12,15 +12,7 @@ import argparse
 import json
 from typing import Any
 
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
+from fedhet.cli import json_object
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -53,6 +45,6 @@ def add_subcommands(subparsers: Any) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--method", choices=("ccvr", "oracle"), default=None,
                    help="ccvr (default) or oracle; overrides 'method' in --settings")
-    p.add_argument("--settings", type=_json_object, help="calibration settings as a JSON object")
+    p.add_argument("--settings", type=json_object, help="calibration settings as a JSON object")
     p.add_argument("--device", help="cpu, cuda, cuda:1 or auto (default: auto)")
     p.set_defaults(func=cmd_calibrate)
