@@ -37,12 +37,7 @@ DATA = {"name": "digits10", "options": {"channels": 1, "size": 16, "train_per_cl
                                         "test_per_class": 10}}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def randn(*shape, seed=0):

@@ -42,6 +42,8 @@ def test_train_then_evaluate_through_the_cli(tmp_path, capsys, monkeypatch):
     (["run-id", "--config-json", '{"trainin": {}}'], "unknown setting 'trainin'"),
     (["run-id", "--config-json", '{"model": {"name": "x"}}', "--set", "training.rounds=0"],
      "training.rounds must be a positive integer"),
+    (["run-id", "--config-json", '{"model": {"name": "x"}}', "--set", "runtime.checkpoint_every=0"],
+     "runtime.checkpoint_every must be a positive integer"),
     (["prepare-data", "--dataset", "cifar10", "--root", "{tmp}"], "--download"),
     (["prepare-data", "--dataset", "imagenet22k"], "valid: .*cifar10"),
     (["evaluate", "--run", "{tmp}"], "resolved.yaml"),

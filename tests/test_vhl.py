@@ -26,13 +26,7 @@ DATA = {"name": "digits10", "options": {"channels": 3, "size": 16, "train_per_cl
 OFF = {"virtual_classes": 0, "virtual_batch_size": 0, "calibration_weight": 0.0}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is fastest and avoids stalls on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -25,13 +25,7 @@ KINDS = {
 PER_CLASS = 30
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny networks: one thread is fastest and avoids stalls on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def linear_probe_accuracy(x: torch.Tensor, y: torch.Tensor) -> float:

@@ -205,6 +205,10 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"training.lr must be > 0, got {t['lr']!r}")
     if run["eval"]["every"] < 1:
         raise ConfigError("eval.every must be >= 1")
+    for key in ("checkpoint_every", "log_every"):
+        value = run["runtime"][key]
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"runtime.{key} must be a positive integer (rounds), got {value!r}")
     return run
 
 

@@ -304,42 +304,18 @@ def compute_table(
     for i, cell in enumerate(cells):
         for metric in cell["metrics"]:
             paper, paper_std = parse_reference(cell["reference"].get(metric))
+
+            def cell_line(mean, std, n, status, note=""):
+                return _line(payload, scale, cell["row"], cell["column"], metric, paper,
+                             paper_std, mean, std, n, status, note)
+
             if kind == "settings":
                 value = cell["values"].get(metric)
                 mean = NAN if value is None else float(value)
-                lines.append(
-                    _line(
-                        payload,
-                        scale,
-                        cell["row"],
-                        cell["column"],
-                        metric,
-                        paper,
-                        paper_std,
-                        mean,
-                        NAN,
-                        0,
-                        CONFIG,
-                    )
-                )
+                lines.append(cell_line(mean, NAN, 0, CONFIG))
                 continue
             if cell["pending"]:
-                lines.append(
-                    _line(
-                        payload,
-                        scale,
-                        cell["row"],
-                        cell["column"],
-                        metric,
-                        paper,
-                        paper_std,
-                        NAN,
-                        NAN,
-                        0,
-                        PENDING,
-                        cell["pending"],
-                    )
-                )
+                lines.append(cell_line(NAN, NAN, 0, PENDING, cell["pending"]))
                 continue
             if metric == "gain":
                 # post-hoc cells: calibrated − uncalibrated accuracy, per seed, then mean ± std
@@ -371,21 +347,7 @@ def compute_table(
                 status = OK if not is_nan(m) else (DIVERGED if acc[i][3] == DIVERGED else NEVER)
             else:
                 raise ValueError(f"table {payload['id']}: unknown metric '{metric}'")
-            lines.append(
-                _line(
-                    payload,
-                    scale,
-                    cell["row"],
-                    cell["column"],
-                    metric,
-                    paper,
-                    paper_std,
-                    m,
-                    s,
-                    n,
-                    status,
-                )
-            )
+            lines.append(cell_line(m, s, n, status))
 
     averages = spec.get("averages")
     if averages:
