@@ -38,10 +38,27 @@ def test_train_then_evaluate_through_the_cli(tmp_path, capsys, monkeypatch):
     assert evaluated["test_acc"] == pytest.approx(logged["test_acc"])
 
 
+def test_set_reaches_into_lists(capsys):
+    """`--set plugins.0.params.X=...` edits the first plug-in's parameter, as the YAML would."""
+    def run_id_of(run, *sets):
+        argv = ["run-id", "--config-json", json.dumps(run)]
+        for s in sets:
+            argv += ["--set", s]
+        assert main(argv) == 0
+        return capsys.readouterr().out.strip()
+
+    plugin = {"name": "vhl", "params": {"calibration_weight": 0.5}}
+    edited = run_id_of({"plugins": [{"name": "vhl"}]}, "plugins.0.params.calibration_weight=0.5")
+    assert edited == run_id_of({"plugins": [plugin]})
+    assert edited != run_id_of({"plugins": [{"name": "vhl"}]})
+
+
 @pytest.mark.parametrize("argv, message", [
     (["run-id", "--config-json", '{"trainin": {}}'], "unknown setting 'trainin'"),
     (["run-id", "--config-json", '{"model": {"name": "x"}}', "--set", "training.rounds=0"],
      "training.rounds must be a positive integer"),
+    (["run-id", "--config-json", '{"plugins": []}', "--set", "plugins.0.name=vhl"],
+     "not an index of the 0-item list at 'plugins'"),
     (["run-id", "--config-json", '{"model": {"name": "x"}}', "--set", "runtime.checkpoint_every=0"],
      "runtime.checkpoint_every must be a positive integer"),
     (["prepare-data", "--dataset", "cifar10", "--root", "{tmp}"], "--download"),

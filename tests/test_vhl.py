@@ -230,7 +230,7 @@ def test_distillation_loss_is_zero_for_identical_logits():
 
 @pytest.mark.parametrize("unlabeled", ["noise", "digits100"])
 def test_feddf_runs_and_changes_the_global_model(roots, tmp_path, unlabeled):
-    params = {"unlabeled": unlabeled, "steps": 3, "batch_size": 8,
+    params = {"unlabeled": unlabeled, "steps": 3, "batch_size": 8, "validation_size": 0,
               "unlabeled_options": {"train_per_class": 2, "test_per_class": 1}}
     if unlabeled == "noise":
         params.pop("unlabeled_options")
@@ -242,3 +242,37 @@ def test_feddf_runs_and_changes_the_global_model(roots, tmp_path, unlabeled):
     _, distilled = outputs(tmp_path / "feddf")
     changed = [k for k in base if base[k].is_floating_point() and not torch.equal(base[k], distilled[k])]
     assert changed and all(torch.isfinite(distilled[k]).all() for k in changed)
+
+
+
+@pytest.mark.parametrize("scores, steps_taken, kept", [
+    ([1.0, 0.5, 0.5], 4, 0),  # never better than the aggregated model: stop, keep it
+    ([0.1, 0.2, 0.9, 0.3, 0.3], 8, 2),  # best at step 4: keep that student, stop at step 8
+])
+def test_feddf_early_stopping_keeps_the_best_validated_student(roots, scores, steps_taken, kept):
+    """FedDF's early stopping: validated every `eval_every` steps, stopped after `patience`
+    steps without improvement, the round's student reset to its best-validated state."""
+    from fedhet.config import resolve_run
+    from fedhet.data import load_dataset
+    from fedhet.engine.federation import Federation
+    from fedhet.train import client_partition
+
+    params = {"unlabeled": "noise", "steps": 12, "batch_size": 8,
+              "validation_size": 16, "eval_every": 2, "patience": 4}
+    run = resolve_run(tiny_run(roots, rounds=1, plugins=[{"name": "feddf", "params": params}]))
+    data = load_dataset(run["dataset"]["name"], run["dataset"]["root"], run["dataset"]["options"])
+    indices, angles = client_partition(run, data)
+    fed = Federation(run, data, indices, torch.device("cpu"), angles)
+    plugin = fed.plugins[0]
+    states = []
+
+    def scripted_score(f):
+        states.append(f.global_.params.clone())
+        return scores[len(states) - 1]
+
+    plugin._validation_accuracy = scripted_score
+    fed.run_round(1)
+    assert len(states) == len(scores) and plugin.last_steps == steps_taken
+    assert not torch.equal(states[0], states[-1])  # distillation did move the student
+    assert torch.equal(fed.global_.params, states[kept])
+    assert plugin.last_gain == pytest.approx(scores[kept] - scores[0])

@@ -26,17 +26,30 @@ def json_object(text: str) -> dict[str, Any]:
 
 
 def _set_dotted(run: dict[str, Any], assignment: str) -> None:
-    """Apply `a.b.c=value` (value parsed as YAML) to a nested dict."""
+    """Apply `a.b.c=value` (value parsed as YAML) to a nested dict; a numeric part indexes a
+    list, e.g. `plugins.0.params.steps=10`."""
     import yaml
 
     if "=" not in assignment:
         raise ConfigError(f"--set expects KEY=VALUE, got '{assignment}'")
     key, raw = assignment.split("=", 1)
     *path, leaf = key.split(".")
-    node = run
-    for part in path:
-        node = node.setdefault(part, {})
-    node[leaf] = yaml.safe_load(raw)
+    node: Any = run
+    for i, part in enumerate([*path, leaf]):
+        last = i == len(path)
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"--set {key}: '{part}' is not an index of the {len(node)}-item "
+                                  f"list at '{'.'.join(path[:i])}'")
+            part = int(part)
+        elif not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: '{'.'.join(path[:i])}' is not a mapping or a list")
+        if last:
+            node[part] = yaml.safe_load(raw)
+        elif isinstance(node, dict):
+            node = node.setdefault(part, {})
+        else:
+            node = node[part]
 
 
 def _load_run(args: argparse.Namespace) -> dict[str, Any]:

@@ -33,7 +33,7 @@ IMPLEMENTATION_VERSIONS: dict[str, int] = {
     "clsprox": 1,
     "ccvr": 1,  # post-hoc calibration (fedhet.posthoc); not part of any training run's hash
     "vhl": 1,
-    "feddf": 1,
+    "feddf": 2,
 }
 
 ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
@@ -78,7 +78,12 @@ PLUGIN_PARAMS: dict[str, dict[str, Any]] = {
         "unlabeled": "cifar100",  # dataset name, or "noise"; FedDF's choice for CIFAR-10
         "unlabeled_options": {},  # dataset options (images are converted to the run's shape)
         "unlabeled_size": None,  # None = every training image of the unlabeled dataset
-        "steps": 1000,  # assumed: FedDF runs up to 10^4 steps with early stopping on validation
+        "steps": 1000,  # most steps a round; assumed: FedDF allows 10^4 (with early stopping)
+        # Early stopping on labelled validation images, and the student kept at its best
+        # validation accuracy (the aggregated model, step 0, included), as FedDF does.
+        "validation_size": 500,  # assumed; 0 = no validation: all `steps`, last student kept
+        "eval_every": 100,  # assumed: validate every this many steps
+        "patience": 1000,  # FedDF: stop after 10^3 steps without improvement
         "batch_size": None,  # None = training.batch_size (FedDF: 64)
         "lr": 1.0e-3,  # FedDF: Adam, lr 1e-3
         "temperature": 1.0,  # FedDF code default KL temperature

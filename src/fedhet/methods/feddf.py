@@ -12,10 +12,13 @@ uses `digits100`), augmented like the training data and normalised with the natu
 statistics, or, with `unlabeled: noise`, Gaussian noise images drawn directly in the
 normalised input space (VHL Table 8's "FedDF + noise"; assumed N(0, 1) per pixel).
 
-Deviations (assumed): no early stopping (FedDF stops when accuracy on a held-out validation
-split stops improving; this engine has no validation split), so `steps` is fixed; teachers
-run in eval mode, the student in train mode (its BatchNorm statistics follow the unlabeled
-data, as in FedDF).
+Early stopping, as FedDF: every `eval_every` steps the student is scored on `validation_size`
+labelled validation images; distillation stops after `patience` steps without improvement and
+the student is reset to its best-scoring state, the aggregated model before distillation
+included, so a round's distillation never lowers validation accuracy. Deviation (assumed):
+FedDF holds its validation split out of the clients' data; here the images are a seeded
+sample of the natural training set that the clients also hold. Teachers run in eval mode, the
+student in train mode (its BatchNorm statistics follow the unlabeled data, as in FedDF).
 
 The client models are recorded in `client_end` (the update's flat parameters and buffers) and
 run one after the other in the federation's working model, which is idle after aggregation.
@@ -31,8 +34,9 @@ from torch import Tensor
 
 from fedhet.algorithms.base import ClientContext, ClientUpdate
 from fedhet.config import PLUGIN_PARAMS
+from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.seeding import derive_seed, generator
-from fedhet.plugins import PLUGINS, Plugin
+from fedhet.plugins import PLUGINS, Plugin, eval_logit_map
 
 
 def distillation_loss(student_logits: Tensor, teacher_logits: Tensor,
@@ -55,6 +59,8 @@ class FedDF(Plugin):
         self.hp = {**PLUGIN_PARAMS["feddf"], **self.hp}
         self.teachers: list[tuple[Tensor, Tensor]] = []
         self.last_loss: float | None = None
+        self.last_steps = 0  # distillation steps taken in the last round
+        self.last_gain = 0.0  # validation accuracy gained in the last round
 
     def setup(self, federation: Any) -> None:
         fed = self.fed = federation
@@ -63,6 +69,7 @@ class FedDF(Plugin):
         batch = hp["batch_size"]
         self.batch = int(fed.run["training"]["batch_size"] if batch is None else batch)
         self.channels, self.size = int(fed.x_train.shape[1]), int(fed.x_train.shape[-1])
+        self._setup_validation(fed, int(hp["validation_size"]))
         if hp["unlabeled"] == "noise":
             self.x_unlabeled = None
             return
@@ -79,6 +86,25 @@ class FedDF(Plugin):
             x = x[pick]
         self.x_unlabeled = conform(x.clone(), self.channels, self.size).to(self.device)
         self.unlabeled_source = data.stands_in_for or data.name
+
+    def _setup_validation(self, fed: Any, size: int) -> None:
+        """`size` labelled natural training images (seeded), for early stopping."""
+        if size < 0 or int(self.hp["eval_every"]) < 1 or int(self.hp["patience"]) < 1:
+            raise ValueError("feddf: validation_size must be >= 0, eval_every and patience >= 1")
+        self.x_val = self.y_val = None
+        if size == 0:
+            return
+        gen = torch.Generator()
+        gen.manual_seed(derive_seed(int(self.hp["seed"]), "feddf", "validation"))
+        n = len(fed.y_train)
+        pick = torch.randperm(n, generator=gen)[: min(size, n)].sort().values.to(self.device)
+        self.x_val, self.y_val = fed.x_train[pick], fed.y_train[pick]
+
+    def _validation_accuracy(self, fed: Any) -> float:
+        acc, _ = evaluate_model(fed.global_.module, self.x_val, self.y_val, fed.augmenter,
+                                fed.run["eval"]["batch_size"], fed.autocast,
+                                logit_map=eval_logit_map(fed.plugins, fed.num_classes))
+        return acc
 
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
         self.teachers.append((update.params, update.buffers))
@@ -112,10 +138,16 @@ class FedDF(Plugin):
         # Adam updates the parameters in place, so they stay views of the flat vector.
         opt = torch.optim.Adam(params, lr=float(self.hp["lr"]))
         t = float(self.hp["temperature"])
+        validate = self.x_val is not None
+        every, patience = int(self.hp["eval_every"]), int(self.hp["patience"])
+        if validate:
+            best_acc = start_acc = self._validation_accuracy(fed)
+            best = (student.params.clone(), student.buffers.clone())
+            best_step = 0
         student.module.train()
         work.module.eval()
         total = torch.zeros((), device=self.device)
-        for _ in range(steps):
+        for step in range(1, steps + 1):
             x = self._batch(gen)
             if getattr(fed, "channels_last", False):
                 x = x.contiguous(memory_format=torch.channels_last)
@@ -131,5 +163,17 @@ class FedDF(Plugin):
             loss.backward()
             opt.step()
             total += loss.detach()
+            if validate and (step % every == 0 or step == steps):
+                acc = self._validation_accuracy(fed)
+                student.module.train()
+                if acc > best_acc:
+                    best_acc, best_step = acc, step
+                    best = (student.params.clone(), student.buffers.clone())
+                elif step - best_step >= patience:
+                    break
         student.zero_grad()
-        self.last_loss = float(total) / steps
+        if validate:
+            student.load(*best)
+            self.last_gain = best_acc - start_acc
+        self.last_steps = step
+        self.last_loss = float(total) / step
