@@ -36,8 +36,11 @@ def job_counts(output: str) -> dict[str, int]:
 
 
 def snakemake(cwd: Path, *args: str, env=None, check: bool = True):
+    # `python -m snakemake`, not the `snakemake` script: a pyenv shim would put its own bin
+    # folder, with the real `fedhet`, ahead of the fake's on the jobs' PATH
     proc = subprocess.run(
-        ["snakemake", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=3600
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=3600,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -111,6 +114,7 @@ def workdir(tmp_path_factory):
     env["FAKE_FEDHET_LOG"] = str(tmp / "calls.log")
     start = time.time()
     proc = snakemake(tmp, "--cores", "2", env=env)
+    assert (tmp / "calls.log").is_file(), "the jobs ran the real fedhet, not the fake: check PATH"
     return {"dir": tmp, "env": env, "first": proc, "seconds": time.time() - start}
 
 
