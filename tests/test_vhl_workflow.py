@@ -100,6 +100,19 @@ def test_table8_feddf_and_shared_runs(exp):
     assert shared == {"base", "vhl"}  # α=0.1 FedAvg w/ and w/o VHL are Table 1's runs
 
 
+def test_plugin_datasets_get_their_own_prepare_jobs(paper_exp):
+    """FedDF's unlabeled CIFAR-100 and VHL's Tiny-ImageNet virtual source are prepared (and
+    downloaded) by the DAG like a run's own dataset, and the runs that read them wait for it."""
+    by_method = {}
+    for c in paper_exp.items["vhl_t8"].cells + paper_exp.items["vhl_t6"].cells:
+        by_method.setdefault(c.labels["method"], set()).update(
+            k for rid in c.run_ids for k in paper_exp.run_plugin_datasets.get(rid, []))
+    assert by_method["feddf-real"] == {"cifar100"}
+    assert by_method["tinyimagenet"] == {"tinyimagenet"}
+    assert by_method["feddf-noise"] == by_method["vhl"] == by_method["base"] == set()
+    assert paper_exp.datasets["tinyimagenet"] == {"name": "tinyimagenet", "options": {}}
+
+
 def test_table10_is_derived_from_the_main_tables_runs_only(exp):
     t10 = exp.items["vhl_t10"]
     by_dataset = {"cifar10": "vhl_t1", "fmnist": "vhl_t2", "svhn": "vhl_t4", "cifar100": "vhl_t5"}

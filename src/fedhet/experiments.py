@@ -271,6 +271,8 @@ class Experiment:
     runs: dict[str, dict[str, Any]]  # run id → resolved run
     datasets: dict[str, dict[str, Any]]  # dataset key → {name, options}
     run_dataset: dict[str, str]  # run id → dataset key
+    # run id → keys of the datasets its plug-ins read (FedDF's unlabeled data, ...)
+    run_plugin_datasets: dict[str, list[str]] = field(default_factory=dict)
     partitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → partition job
     run_partition: dict[str, str] = field(default_factory=dict)  # run id → partition key
     # calibration id ("<run_id>/<key>") → {run_id, key, settings} (post-hoc steps, CCVR)
@@ -525,6 +527,25 @@ def dataset_key(run: Mapping[str, Any]) -> str:
     if not options:
         return ds["name"]
     return f"{ds['name']}-{short_hash(options)}"
+
+
+def plugin_datasets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Registered datasets a run's plug-ins read besides its own ({name, options} each):
+    FedDF's unlabeled images (not `noise`) and VHL's real-image virtual source (kind
+    `tinyimagenet10`). They get the same prepare-data jobs as the runs' own datasets."""
+    found = []
+    for plugin in run.get("plugins") or []:
+        params = plugin.get("params") or {}
+        if plugin.get("name") == "vhl" and params.get("virtual_kind") != "tinyimagenet10":
+            continue
+        keys = PLUGIN_DATASET_PARAMS.get(plugin.get("name"))
+        name = get_path(params, keys[0]) if keys else None
+        if name is None and plugin.get("name") == "vhl":
+            name = "tinyimagenet"  # the generator's default source (fedhet.virtual.spec)
+        if name is None or name == "noise":
+            continue
+        found.append({"name": name, "options": get_path(params, keys[1]) or {}})
+    return found
 
 
 PARTITION_FLAGS = ("scheme", "num_clients", "alpha", "classes_per_client", "min_size", "cap")
@@ -880,6 +901,7 @@ def load_experiment(
                     )
     datasets: dict[str, dict[str, Any]] = {}
     run_dataset: dict[str, str] = {}
+    run_plugin_datasets: dict[str, list[str]] = {}
     partitions: dict[str, dict[str, Any]] = {}
     run_partition: dict[str, str] = {}
     for rid, run in runs.items():
@@ -888,6 +910,10 @@ def load_experiment(
             key, {"name": run["dataset"]["name"], "options": run["dataset"]["options"]}
         )
         run_dataset[rid] = key
+        for extra in plugin_datasets(run):
+            extra_key = dataset_key({"dataset": extra})
+            datasets.setdefault(extra_key, extra)
+            run_plugin_datasets.setdefault(rid, []).append(extra_key)
         pjob = partition_job(run)
         if pjob is not None:
             partitions.setdefault(pjob[0], pjob[1])
@@ -901,6 +927,7 @@ def load_experiment(
         runs=runs,
         datasets=datasets,
         run_dataset=run_dataset,
+        run_plugin_datasets=run_plugin_datasets,
         partitions=partitions,
         run_partition=run_partition,
         calibrations=calibrations,

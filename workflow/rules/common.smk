@@ -184,6 +184,8 @@ def train_inputs(wildcards):
     """The dataset (and, for federated runs, the partition file) a run trains on, plus any
     cached artefact it reads (TRAIN_EXTRA_INPUTS)."""
     inputs = {"dataset": f"resources/datasets/{EXP.run_dataset[wildcards.run_id]}.path"}
+    for i, key in enumerate(EXP.run_plugin_datasets.get(wildcards.run_id, [])):
+        inputs[f"plugin_dataset_{i}"] = f"resources/datasets/{key}.path"
     part = partition_file(wildcards.run_id)
     if part is not None:
         inputs["partition"] = part

@@ -11,6 +11,8 @@ include: "vhl_common.smk"
 
 
 rule vhl_virtual_data:
+    input:
+        vhl_virtual_inputs,
     output:
         data="resources/datasets/virtual/{virtual_key}.pt",
         checksum="resources/datasets/virtual/{virtual_key}.pt.sha256",

@@ -10,6 +10,8 @@ def _uses_vhl(run):
 
 VIRTUAL = {}  # virtual key → resolved generator settings
 RUN_VIRTUAL = {}  # run id → virtual key
+# virtual key → prepared real datasets it reads (the Tiny-ImageNet subset)
+VIRTUAL_SOURCES = {}
 for _rid, _run in EXP.runs.items():
     _settings = settings_for_run(_run) if _uses_vhl(_run) else None
     if _settings is None:
@@ -17,6 +19,9 @@ for _rid, _run in EXP.runs.items():
     _key = virtual_key(_settings)
     VIRTUAL[_key] = _settings
     RUN_VIRTUAL[_rid] = _key
+    VIRTUAL_SOURCES[_key] = [
+        f"resources/datasets/{k}.path" for k in EXP.run_plugin_datasets.get(_rid, [])
+    ]
     TRAIN_EXTRA_INPUTS.setdefault(_rid, {})["virtual"] = str(
         virtual_path(_settings, _run["dataset"]["root"])
     )
@@ -27,6 +32,11 @@ VHL_GRID_FIGURES = sorted(
 VHL_TSNE_FIGURES = sorted(
     i.id for i in ITEMS.values() if i.paper == "vhl" and i.kind == "tsne"
 )
+
+
+def vhl_virtual_inputs(wildcards):
+    """The real dataset a `tinyimagenet10` virtual set is cut from; nothing for generators."""
+    return VIRTUAL_SOURCES[wildcards.virtual_key]
 
 
 def vhl_virtual_settings(wildcards):
