@@ -4,6 +4,7 @@ rounds / speed-up / cost maths of VHL cells, and the cached virtual datasets sha
 from __future__ import annotations
 
 import math
+import sys
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import yaml
 
 from fedhet import tables as T
 from fedhet.experiments import cost_factor, load_experiment
+from fedhet.virtual.spec import real_source, resolve_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,17 +102,39 @@ def test_table8_feddf_and_shared_runs(exp):
     assert shared == {"base", "vhl"}  # α=0.1 FedAvg w/ and w/o VHL are Table 1's runs
 
 
-def test_plugin_datasets_get_their_own_prepare_jobs(paper_exp):
-    """FedDF's unlabeled CIFAR-100 and VHL's Tiny-ImageNet virtual source are prepared (and
-    downloaded) by the DAG like a run's own dataset, and the runs that read them wait for it."""
+def test_feddf_unlabeled_data_gets_its_own_prepare_job(paper_exp):
+    """FedDF's unlabeled CIFAR-100 is prepared (and downloaded) by the DAG like a run's own
+    dataset, and only the runs that read it while training wait for it."""
     by_method = {}
     for c in paper_exp.items["vhl_t8"].cells + paper_exp.items["vhl_t6"].cells:
         by_method.setdefault(c.labels["method"], set()).update(
             k for rid in c.run_ids for k in paper_exp.run_plugin_datasets.get(rid, []))
     assert by_method["feddf-real"] == {"cifar100"}
-    assert by_method["tinyimagenet"] == {"tinyimagenet"}
-    assert by_method["feddf-noise"] == by_method["vhl"] == by_method["base"] == set()
-    assert paper_exp.datasets["tinyimagenet"] == {"name": "tinyimagenet", "options": {}}
+    assert paper_exp.datasets["cifar100"] == {"name": "cifar100", "options": {}}
+    # the Tiny-ImageNet row's run reads its virtual set, not Tiny-ImageNet itself
+    for method in ("feddf-noise", "vhl", "base", "tinyimagenet"):
+        assert by_method[method] == set(), method
+
+
+def test_tinyimagenet_virtual_data_waits_for_its_source():
+    """Table 6's Tiny-ImageNet virtual set is cut from the real dataset: its virtual-data job
+    depends on that dataset's prepare-data job."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--nolock", "--forceall", "-p", "vhl_t6",
+         "--config", "scale=paper"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    blocks = out.split("\nrule ")
+    prepare = [b for b in blocks if b.startswith("prepare_data:")]
+    assert any("resources/datasets/tinyimagenet.path" in b for b in prepare), out[-3000:]
+    assert real_source(resolve_settings({
+        "kind": "tinyimagenet10", "num_classes": 10, "size": 32, "channels": 3,
+    })) == {"name": "tinyimagenet", "options": {}}
+    assert real_source(resolve_settings({
+        "kind": "stylegan", "num_classes": 10, "size": 32, "channels": 3,
+    })) is None
 
 
 def test_table10_is_derived_from_the_main_tables_runs_only(exp):

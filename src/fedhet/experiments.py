@@ -271,7 +271,7 @@ class Experiment:
     runs: dict[str, dict[str, Any]]  # run id → resolved run
     datasets: dict[str, dict[str, Any]]  # dataset key → {name, options}
     run_dataset: dict[str, str]  # run id → dataset key
-    # run id → keys of the datasets its plug-ins read (FedDF's unlabeled data, ...)
+    # run id → keys of the datasets its plug-ins read while training (FedDF's unlabeled data)
     run_plugin_datasets: dict[str, list[str]] = field(default_factory=dict)
     partitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → partition job
     run_partition: dict[str, str] = field(default_factory=dict)  # run id → partition key
@@ -530,21 +530,17 @@ def dataset_key(run: Mapping[str, Any]) -> str:
 
 
 def plugin_datasets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Registered datasets a run's plug-ins read besides its own ({name, options} each):
-    FedDF's unlabeled images (not `noise`) and VHL's real-image virtual source (kind
-    `tinyimagenet10`). They get the same prepare-data jobs as the runs' own datasets."""
+    """Registered datasets a run's training job reads through its plug-ins ({name, options}
+    each): FedDF's unlabeled images (not `noise`). They get the same prepare-data jobs as the
+    runs' own datasets. (VHL's real-image virtual source is read by its virtual-data job, not
+    by the run: workflow/rules/vhl_common.smk.)"""
     found = []
     for plugin in run.get("plugins") or []:
         params = plugin.get("params") or {}
-        if plugin.get("name") == "vhl" and params.get("virtual_kind") != "tinyimagenet10":
-            continue
-        keys = PLUGIN_DATASET_PARAMS.get(plugin.get("name"))
-        name = get_path(params, keys[0]) if keys else None
-        if name is None and plugin.get("name") == "vhl":
-            name = "tinyimagenet"  # the generator's default source (fedhet.virtual.spec)
-        if name is None or name == "noise":
-            continue
-        found.append({"name": name, "options": get_path(params, keys[1]) or {}})
+        if plugin.get("name") == "feddf" and params.get("unlabeled", "noise") != "noise":
+            found.append(
+                {"name": params["unlabeled"], "options": params.get("unlabeled_options") or {}}
+            )
     return found
 
 

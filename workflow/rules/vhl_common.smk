@@ -2,6 +2,7 @@
 import shlex
 
 from fedhet.virtual import settings_for_run, virtual_key, virtual_path
+from fedhet.virtual.spec import real_source
 
 
 def _uses_vhl(run):
@@ -19,9 +20,12 @@ for _rid, _run in EXP.runs.items():
     _key = virtual_key(_settings)
     VIRTUAL[_key] = _settings
     RUN_VIRTUAL[_rid] = _key
-    VIRTUAL_SOURCES[_key] = [
-        f"resources/datasets/{k}.path" for k in EXP.run_plugin_datasets.get(_rid, [])
-    ]
+    _source = real_source(_settings)
+    VIRTUAL_SOURCES[_key] = []
+    if _source is not None:
+        _dkey = X.dataset_key({"dataset": _source})
+        EXP.datasets.setdefault(_dkey, _source)  # prepared like any run's dataset
+        VIRTUAL_SOURCES[_key] = [f"resources/datasets/{_dkey}.path"]
     TRAIN_EXTRA_INPUTS.setdefault(_rid, {})["virtual"] = str(
         virtual_path(_settings, _run["dataset"]["root"])
     )
@@ -77,20 +81,3 @@ def vhl_tsne_labels(wildcards):
     return " ".join(
         shlex.quote(c.display.get("method", c.column)) for c in item.cells if c.run_ids
     )
-
-
-# FedDF's unlabeled images come from a dataset other runs train on (CIFAR-100 or its stand-in):
-# its preparation job becomes an input of the FedDF run when the workflow prepares that dataset.
-for _rid, _run in EXP.runs.items():
-    for _plugin in _run.get("plugins") or []:
-        if _plugin["name"] != "feddf" or _plugin["params"].get("unlabeled") == "noise":
-            continue
-        _ds = {
-            "name": _plugin["params"]["unlabeled"],
-            "options": _plugin["params"].get("unlabeled_options") or {},
-        }
-        _dkey = X.dataset_key({"dataset": _ds})
-        if _dkey in EXP.datasets:
-            TRAIN_EXTRA_INPUTS.setdefault(_rid, {})[
-                "unlabeled"
-            ] = f"resources/datasets/{_dkey}.path"

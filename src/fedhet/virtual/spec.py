@@ -113,6 +113,15 @@ def resolve_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def real_source(settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The registered dataset ({name, options}) a real-image virtual set is cut from, or None
+    for the generators, from resolved settings."""
+    if settings["kind"] != "tinyimagenet10":
+        return None
+    options = settings["options"]
+    return {"name": options["dataset"], "options": dict(options["dataset_options"] or {})}
+
+
 def virtual_key(settings: Mapping[str, Any]) -> str:
     """Filename-safe key `virtual-<kind>-<12 hex>` of the resolved settings."""
     resolved = resolve_settings(settings)
