@@ -34,22 +34,24 @@ def _set_dotted(run: dict[str, Any], assignment: str) -> None:
         raise ConfigError(f"--set expects KEY=VALUE, got '{assignment}'")
     key, raw = assignment.split("=", 1)
     *path, leaf = key.split(".")
+
+    def slot(node: Any, part: str, depth: int) -> str | int:
+        """`part` as a key of the mapping or an index of the list `node`."""
+        where = ".".join(path[:depth])
+        if isinstance(node, dict):
+            return part
+        if not isinstance(node, list):
+            raise ConfigError(f"--set {key}: '{where}' is not a mapping or a list")
+        if not part.isdigit() or int(part) >= len(node):
+            raise ConfigError(f"--set {key}: '{part}' is not an index of the {len(node)}-item "
+                              f"list at '{where}'")
+        return int(part)
+
     node: Any = run
-    for i, part in enumerate([*path, leaf]):
-        last = i == len(path)
-        if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise ConfigError(f"--set {key}: '{part}' is not an index of the {len(node)}-item "
-                                  f"list at '{'.'.join(path[:i])}'")
-            part = int(part)
-        elif not isinstance(node, dict):
-            raise ConfigError(f"--set {key}: '{'.'.join(path[:i])}' is not a mapping or a list")
-        if last:
-            node[part] = yaml.safe_load(raw)
-        elif isinstance(node, dict):
-            node = node.setdefault(part, {})
-        else:
-            node = node[part]
+    for depth, part in enumerate(path):
+        index = slot(node, part, depth)
+        node = node.setdefault(index, {}) if isinstance(node, dict) else node[index]
+    node[slot(node, leaf, len(path))] = yaml.safe_load(raw)
 
 
 def _load_run(args: argparse.Namespace) -> dict[str, Any]:

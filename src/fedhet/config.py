@@ -198,9 +198,12 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
         plugins.append({"name": name, "params": params})
     run["plugins"] = plugins
     t = run["training"]
-    for key in ("rounds", "clients_per_round", "batch_size"):
-        if not isinstance(t[key], int) or t[key] < 1:
-            raise ConfigError(f"training.{key} must be a positive integer, got {t[key]!r}")
+    for section, key in (("training", "rounds"), ("training", "clients_per_round"),
+                         ("training", "batch_size"), ("runtime", "checkpoint_every"),
+                         ("runtime", "log_every")):
+        value = run[section][key]
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{section}.{key} must be a positive integer, got {value!r}")
     if t["clients_per_round"] > run["partition"]["num_clients"] and not t["centralized"]:
         raise ConfigError(
             f"training.clients_per_round ({t['clients_per_round']}) exceeds "
@@ -210,10 +213,6 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"training.lr must be > 0, got {t['lr']!r}")
     if run["eval"]["every"] < 1:
         raise ConfigError("eval.every must be >= 1")
-    for key in ("checkpoint_every", "log_every"):
-        value = run["runtime"][key]
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"runtime.{key} must be a positive integer (rounds), got {value!r}")
     return run
 
 
