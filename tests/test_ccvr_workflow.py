@@ -144,16 +144,23 @@ def write_calibration(path: Path, before: float, after: float) -> Path:
     return path
 
 
-def test_gain_is_after_minus_before(demo, tmp_path):
-    payload = demo.items["ccvr_t2"].payload()
+def completed_results(payload, tmp_path, acc, after):
+    """Results of every cell: completed runs at `acc`, and calibrations of the k-th seed's run
+    from `acc` to `after(k)`, read back from their files."""
     results = {}
     for cell in payload["cells"]:
         for rid in cell["run_ids"]:
-            results[rid] = T.result_from({"status": "completed", "last_acc": 0.5}, [])
+            results[rid] = T.result_from({"status": "completed", "last_acc": acc}, [])
         for k, cid in enumerate(cell["calibrations"]):
-            path = write_calibration(tmp_path / cid / "calibration.json", 0.5, 0.55 + 0.01 * k)
+            path = write_calibration(tmp_path / cid / "calibration.json", acc, after(k))
             assert T.calibration_key(path) == cid
             results[cid] = T.load_calibration(path)
+    return results
+
+
+def test_gain_is_after_minus_before(demo, tmp_path):
+    payload = demo.items["ccvr_t2"].payload()
+    results = completed_results(payload, tmp_path, 0.5, lambda k: 0.55 + 0.01 * k)
     lines = T.compute_table(payload, results, "demo")
     by = {(ln["row"], ln["column"], ln["metric"]): ln for ln in lines}
     plain = by[("No calibration · FedAvg", "CIFAR-10 α=0.1", "last_acc")]
@@ -172,13 +179,7 @@ def test_gain_is_after_minus_before(demo, tmp_path):
 
 def test_gain_mean_and_std_over_seeds(two_seeds, tmp_path):
     payload = two_seeds.items["ccvr_t1"].payload()
-    results = {}
-    for cell in payload["cells"]:
-        for rid in cell["run_ids"]:
-            results[rid] = T.result_from({"status": "completed", "last_acc": 0.6}, [])
-        for k, cid in enumerate(cell["calibrations"]):
-            path = tmp_path / cid / "calibration.json"
-            results[cid] = T.load_calibration(write_calibration(path, 0.6, 0.62 + 0.02 * k))
+    results = completed_results(payload, tmp_path, 0.6, lambda k: 0.62 + 0.02 * k)
     lines = T.compute_table(payload, results, "demo")
     (gain,) = [
         ln

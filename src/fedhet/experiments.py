@@ -235,18 +235,12 @@ class Item:
         return f"{self.paper}_{self.id}"
 
     def run_ids(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for cell in self.cells:
-            for rid in cell.run_ids:
-                seen[rid] = None
-        return list(seen)
+        """Every cell's runs, each once, in cell order."""
+        return list(dict.fromkeys(rid for cell in self.cells for rid in cell.run_ids))
 
     def calibration_ids(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for cell in self.cells:
-            for cid in cell.calibrations:
-                seen[cid] = None
-        return list(seen)
+        """Every cell's calibrations, each once, in cell order."""
+        return list(dict.fromkeys(cid for cell in self.cells for cid in cell.calibrations))
 
     def payload(self) -> dict[str, Any]:
         """Everything a table/figure script needs (passed as Snakemake params)."""
