@@ -35,11 +35,11 @@ wildcard_constraints:
 
 
 include: "workflow/rules/data.smk"
+include: "workflow/rules/artefacts.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/posthoc.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
-include: "workflow/rules/ccvr.smk"
-include: "workflow/rules/vhl.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -8,8 +8,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedhet.algorithms import ALGORITHMS, ClientContext, ClientUpdate, StepOutput, weighted_average
-from fedhet.config import ALGORITHM_PARAMS, resolve_run
+from fedhet import catalog
+from fedhet.algorithms import (
+    ALGORITHMS,
+    ClientContext,
+    ClientUpdate,
+    StepOutput,
+    weighted_average,
+)
+from fedhet.config import resolve_run
+
+IMPLEMENTED = catalog.names("algorithm", implemented=True)
 
 
 def t(*values: float) -> torch.Tensor:
@@ -17,8 +26,8 @@ def t(*values: float) -> torch.Tensor:
 
 
 def make(name: str, num_clients: int = 4, momentum: float = 0.0, **params):
-    hp = {**ALGORITHM_PARAMS[name], **params}
-    return ALGORITHMS.get(name)(hp, num_clients, momentum)
+    hp = {**catalog.method(name).defaults(), **params}
+    return catalog.implementation(name)(hp, num_clients, momentum)
 
 
 def ctx(client: int, params, grads, global_params, lr=0.1) -> ClientContext:
@@ -32,7 +41,9 @@ def update(client, params, n, steps=1, buffers=None) -> ClientUpdate:
 
 
 def test_registry_and_config_agree():
-    assert set(ALGORITHMS.names()) == set(ALGORITHM_PARAMS)
+    for name in IMPLEMENTED:
+        catalog.implementation(name)
+    assert set(ALGORITHMS.names()) == set(IMPLEMENTED)
 
 
 def test_weighted_average_uses_sample_counts_for_params_and_bn_buffers():
@@ -196,7 +207,7 @@ def test_moon_first_round_uses_the_received_model_as_previous():
     assert torch.equal(loaded["params"], t(7.0))
 
 
-@pytest.mark.parametrize("name", sorted(ALGORITHM_PARAMS))
+@pytest.mark.parametrize("name", IMPLEMENTED)
 def test_misspelled_algorithm_parameter_is_named(name):
     from fedhet.config import ConfigError
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import fedhet.methods.ccvr_plugins  # noqa: F401  (registers clsnorm / clsprox)
+import fedhet.methods.ccvr.plugins  # noqa: F401  (registers clsnorm / clsprox)
 from fedhet.analysis.norms import (
     classifier_norms_frame,
     label_distribution_frame,

@@ -10,9 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import fedhet.methods.ccvr_plugins as plugins_mod
+import fedhet.methods.ccvr.plugins as plugins_mod
 from fedhet.algorithms.base import ClientContext, StepOutput
-from fedhet.config import PLUGIN_PARAMS, ConfigError, resolve_run
+from fedhet.catalog import method
+from fedhet.config import ConfigError, resolve_run
 from fedhet.engine.flat import FlatModel
 from fedhet.models import build_model
 from fedhet.plugins import PLUGINS
@@ -146,9 +147,9 @@ def tiny_model(seed=0):
 
 def test_plugins_registered_with_defaults():
     assert "clsnorm" in PLUGINS and "clsprox" in PLUGINS
-    assert PLUGIN_PARAMS["clsnorm"] == {"bias": False}
+    assert method("clsnorm").defaults() == {"bias": False}
     run = resolve_run({"plugins": [{"name": "clsprox"}, {"name": "clsnorm"}]})
-    assert run["plugins"][0]["params"]["mu"] == PLUGIN_PARAMS["clsprox"]["mu"]
+    assert run["plugins"][0]["params"]["mu"] == method("clsprox").defaults()["mu"]
     with pytest.raises(ConfigError):
         resolve_run({"plugins": [{"name": "clsnorm", "params": {"scale": 2}}]})
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from fedhet import experiments as X
+from fedhet import names
 from fedhet.config import resolve_run, run_id
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,11 +44,10 @@ def paper():
 
 
 def test_pending_until_the_package_implements_the_plugin(monkeypatch):
-    from fedhet import config
+    import dataclasses
 
-    params = dict(config.PLUGIN_PARAMS)
-    params.setdefault("vhl", {})
-    monkeypatch.setattr(config, "PLUGIN_PARAMS", params)
+    from fedhet import catalog
+
     exp = X.load_experiment(base_config(skip_plugins=[]), ROOT)
     cells = [c for c in exp.items["vhl_t1"].cells if c.labels["method"] == "vhl"]
     assert all(c.pending is None and len(c.run_ids) == 1 for c in cells)
@@ -58,8 +58,10 @@ def test_pending_until_the_package_implements_the_plugin(monkeypatch):
     exp = X.load_experiment(base_config(skip_plugins=["vhl"]), ROOT)
     cells = [c for c in exp.items["vhl_t1"].cells if c.labels["method"] == "vhl"]
     assert all(c.run_ids == [] and "skip_plugins" in c.pending for c in cells)
-    # not implemented
-    params.pop("vhl")
+    # declared, not implemented
+    declared = dict(catalog._declarations())
+    declared["vhl"] = dataclasses.replace(declared["vhl"], implemented=False)
+    monkeypatch.setattr(catalog, "_declarations", lambda: declared)
     exp = X.load_experiment(base_config(skip_plugins=[]), ROOT)
     cells = [c for c in exp.items["vhl_t1"].cells if c.labels["method"] == "vhl"]
     assert all(c.run_ids == [] and "not implemented yet: vhl" in c.pending for c in cells)
@@ -250,7 +252,7 @@ def test_paper_scale_keeps_the_papers_settings(paper):
 
 def test_demo_scale_maps_onto_stand_ins(demo):
     for run in demo.runs.values():
-        assert run["dataset"]["name"] in X.STANDIN_DATASETS
+        assert run["dataset"]["name"] in names.standin_datasets()
         assert run["dataset"]["options"]["stands_in_for"] in {
             "cifar10",
             "fmnist",
@@ -306,15 +308,6 @@ def test_ci_selection(demo):
     assert "feddyn" in algos
     with pytest.raises(X.ExperimentError, match="valid"):
         X.ci_selection(demo, {"targets": ["vhl_t99"]})
-
-
-def test_names_match_the_package_registries():
-    data = pytest.importorskip("fedhet.data")
-    models = pytest.importorskip("fedhet.models")
-    assert set(X.DATASET_NAMES) <= set(data.DATASETS.names())
-    assert set(X.MODEL_NAMES) <= set(models.MODELS.names())
-    partition = pytest.importorskip("fedhet.partition")
-    assert set(X.PARTITION_SCHEMES) <= set(partition.SCHEMES.names())
 
 
 # ----------------------------------------------------------------------------- config errors

@@ -310,3 +310,183 @@ def test_claim_pairs_keep_labels_both_sides_filter_alike(demo):
     out = T.evaluate_claim(claim, payloads, {"vhl_t1": pd.DataFrame(rows)})
     assert out["result"] == "not yet run" and out["ours"] == "16 pairs pending"
     assert out["in_paper"] == "16/16 pairs hold"
+
+
+# ----------------------------------------------------------------------------- quoted cells
+
+
+def small_payload(quoted=None, averages=False):
+    """An accuracy table of two rows (FedAvg, FedNTD) × two datasets; FedNTD's cells may be
+    quoted from elsewhere (no runs)."""
+    cells = []
+    for method, mlabel, ref in (("fedavg", "FedAvg", 70.0), ("fedntd", "FedNTD", 81.5)):
+        for ds, dlabel in (("cifar10", "CIFAR-10"), ("svhn", "SVHN")):
+            cell = {
+                "calibrations": [],
+                "grid": 0,
+                "labels": {"algorithm": method, "dataset": ds},
+                "display": {"algorithm": mlabel, "dataset": dlabel},
+                "row": mlabel,
+                "column": dlabel,
+                "metrics": ["acc"],
+                "run_ids": [] if (quoted and method == "fedntd") else [f"{method}-{ds}"],
+                "pending": None,
+                "reference": {"acc": [ref, 0.5] if ds == "svhn" else ref},
+                "values": {},
+            }
+            if quoted and method == "fedntd":
+                cell["quoted"] = quoted
+            cells.append(cell)
+    spec = {"title": "Table X", "rows": ["algorithm"], "columns": ["dataset"]}
+    if averages:
+        spec = {
+            "title": "Table X",
+            "rows": ["algorithm"],
+            "columns": ["dataset"],
+            "averages": {"over": "dataset", "reference": {"fedavg": 71.0, "fedntd": 82.0}},
+        }
+        for cell in cells:  # one row per algorithm and dataset, averaged over the datasets
+            cell["row"] = f"{cell['display']['algorithm']} · {cell['display']['dataset']}"
+            cell["column"] = ""
+        spec["rows"] = ["algorithm", "dataset"]
+        spec["columns"] = []
+    return {"paper": "vhl", "id": "tx", "kind": "accuracy", "spec": spec, "cells": cells}
+
+
+def small_results():
+    return {
+        f"fedavg-{ds}": result(best, [best / 2, best])
+        for ds, best in (("cifar10", 72.0), ("svhn", 68.0))
+    }
+
+
+def test_a_quoted_cell_prints_the_papers_value(tmp_path):
+    payload = small_payload(quoted="FedNTD paper")
+    lines = T.compute_table(payload, small_results(), "demo")
+    by = {(ln["row"], ln["column"]): ln for ln in lines}
+    q = by[("FedNTD", "CIFAR-10")]
+    assert q["status"] == T.QUOTED == "quoted" and q["paper_value"] == 81.5
+    assert math.isnan(q["our_mean"]) and math.isnan(q["our_std"]) and math.isnan(q["delta"])
+    assert q["seeds"] == 0 and q["note"] == "FedNTD paper"
+    assert by[("FedAvg", "CIFAR-10")]["status"] == T.OK  # its neighbours are computed as before
+    T.write_csv(lines, tmp_path / "t.csv")
+    csv = (tmp_path / "t.csv").read_text().splitlines()
+    assert csv[0] == ",".join(T.SCHEMA)
+    assert "demo,vhl,tx,FedNTD,CIFAR-10,acc,81.5,NaN,NaN,0,NaN,quoted" in csv
+    assert "demo,vhl,tx,FedNTD,SVHN,acc,81.5,NaN,NaN,0,NaN,quoted" in csv
+    assert "demo,vhl,tx,FedAvg,CIFAR-10,acc,70,72,NaN,1,2,ok" in csv
+    md = T.render_markdown(lines, payload, "demo")
+    assert "| FedNTD | 81.50 (quoted) | 81.50±0.50 (quoted) |" in md
+    assert "| FedAvg | 70.00 / 72.00 (+2.00) | 70.00±0.50 / 68.00 (-2.00) |" in md
+    assert "`(quoted)`: a number the paper quotes (FedNTD paper); not run here." in md
+    assert "pending" not in md.split("|", 1)[1]  # no cell reads pending
+    html = T.render_html(lines, payload, "demo")
+    assert "<td>81.50 (quoted)</td>" in html and "(FedNTD paper)" in html
+
+
+def test_cells_without_a_quote_render_as_before():
+    plain = small_payload()
+    none_key = small_payload()
+    for cell in none_key["cells"]:
+        cell["quoted"] = None  # a missing key and None mean the same
+    res = {
+        **small_results(),
+        "fedntd-cifar10": result(80.0, [80.0]),
+        "fedntd-svhn": result(79.0, [79.0]),
+    }
+    a = T.compute_table(plain, res, "demo")
+    b = T.compute_table(none_key, res, "demo")
+    assert T.render_markdown(a, plain, "demo") == T.render_markdown(b, none_key, "demo")
+    assert "quoted" not in T.render_markdown(a, plain, "demo")
+    assert "quoted" not in T.render_html(a, plain, "demo")
+
+
+def test_an_average_over_quoted_cells_is_quoted():
+    payload = small_payload(quoted="FedNTD paper", averages=True)
+    lines = T.compute_table(payload, small_results(), "demo")
+    by = {(ln["row"], ln["column"]): ln for ln in lines}
+    assert by[("FedAvg · Average", "")]["our_mean"] == pytest.approx(70.0)
+    avg = by[("FedNTD · Average", "")]
+    assert avg["status"] == T.QUOTED and avg["paper_value"] == 82.0
+    assert math.isnan(avg["our_mean"]) and avg["note"] == "FedNTD paper"
+
+
+def test_claims_count_quoted_pairs_on_the_papers_side_only():
+    import pandas as pd
+
+    payload = small_payload(quoted="FedNTD paper")
+    lines = T.compute_table(payload, small_results(), "demo")
+    frames = {"vhl_tx": pd.DataFrame(lines)}
+    claim = {
+        "paper": "vhl",
+        "text": "FedNTD beats FedAvg",
+        "metric": "acc",
+        "better": {"table": "tx", "where": {"algorithm": "fedntd"}},
+        "than": {"table": "tx", "where": {"algorithm": "fedavg"}},
+    }
+    out = T.evaluate_claim(claim, {"vhl_tx": payload}, frames)
+    assert out["result"] == "quoted only" and out["ours"] == "2 pairs quoted"
+    assert out["in_paper"] == "2/2 pairs hold"
+
+
+# ----------------------------------------------------------------------------- metric registry
+
+
+def test_every_metric_is_declared_once_with_its_header():
+    headers = {name: T.METRICS.get(name).header for name in T.METRICS.names()}
+    assert headers == {
+        "acc": "ACC (%)",
+        "last_acc": "last ACC (%)",
+        "top5_acc": "top-5 mean ACC (%)",
+        "rounds": "ROUND",
+        "speedup": "speed-up",
+        "cost": "samples to target (× N)",
+        "lr": "lr",
+        "gain": "gain (pp)",
+    }
+    assert T.METRIC_NAMES == {**headers, "target": "target ACC (%)"}
+    assert T.SCALE_FREE == {"acc", "last_acc", "top5_acc", "speedup", "lr", "gain"}
+    assert T.metric_names() == [
+        "acc",
+        "last_acc",
+        "top5_acc",
+        "rounds",
+        "speedup",
+        "cost",
+        "lr",
+        "gain",
+    ]
+    assert T.metric_names("run") == ["acc", "last_acc", "top5_acc"]
+    assert T.metric_names("derived") == ["rounds", "speedup", "cost"]
+    assert T.metric_names("settings") == ["lr"] and T.metric_names("posthoc") == ["gain"]
+    assert sorted(T.metric_names()) == T.METRICS.names()
+    for name in T.METRICS.names():
+        metric = T.METRICS.get(name)
+        assert metric.name == name and metric.kind in T.KINDS and metric.source
+        assert metric.compute is not None
+    with pytest.raises(ValueError, match=r"unknown kind of table metric 'acc'; valid: run, "):
+        T.metric_names("acc")
+
+
+def test_values_print_as_their_metric_says():
+    assert T.fmt(287.0, "rounds") == "287" and T.fmt(287.5, "rounds") == "287.5"
+    assert T.fmt(79.0, "target") == "79"
+    assert T.fmt(1.526, "speedup") == "1.53" and T.fmt(12.34, "cost") == "12.3"
+    assert T.fmt(0.01, "lr") == "0.01" and T.fmt(83.651, "acc", 2.031) == "83.65±2.03"
+    assert T.fmt(1.5, "not-a-metric") == "1.50"
+    assert T.fmt(None, "acc") == "–" and T.fmt(nan, "acc") == "Nan"
+
+
+def test_unknown_metric_names_list_the_valid_ones():
+    from fedhet.registry import UnknownNameError
+
+    valid = "valid: acc, cost, gain, last_acc, lr, rounds, speedup, top5_acc"
+    with pytest.raises(UnknownNameError, match=f"unknown table metric 'accuracy'; {valid}"):
+        T.METRICS.get("accuracy")
+    payload = small_payload()
+    payload["cells"][0]["metrics"] = ["acc", "accuracy"]
+    with pytest.raises(ValueError, match=f"table tx: unknown table metric 'accuracy'; {valid}"):
+        T.compute_table(payload, {}, "demo")
+    payload["cells"][0]["metrics"] = ["lr"]
+    with pytest.raises(ValueError, match="table tx: metric 'lr' is a run setting"):
+        T.compute_table(payload, {}, "demo")

@@ -15,8 +15,10 @@ from fedhet.algorithms.base import ClientContext
 from fedhet.config import resolve_run
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.flat import FlatModel
-from fedhet.methods.feddf import distillation_loss  # importing registers the plug-ins
-from fedhet.methods.vhl import VHL, calibration_loss, supcon_loss
+from fedhet.methods.feddf.plugin import (
+    distillation_loss,  # importing registers the plug-ins
+)
+from fedhet.methods.vhl.plugin import VHL, calibration_loss, supcon_loss
 from fedhet.models import build_model
 from fedhet.plugins import PLUGINS
 from fedhet.train import train

@@ -4,8 +4,8 @@ rounds / speed-up / cost maths of VHL cells, and the cached virtual datasets sha
 from __future__ import annotations
 
 import math
-import sys
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,7 +108,7 @@ def test_feddf_unlabeled_data_gets_its_own_prepare_job(paper_exp):
     by_method = {}
     for c in paper_exp.items["vhl_t8"].cells + paper_exp.items["vhl_t6"].cells:
         by_method.setdefault(c.labels["method"], set()).update(
-            k for rid in c.run_ids for k in paper_exp.run_plugin_datasets.get(rid, []))
+            k for rid in c.run_ids for k in paper_exp.run_extra_datasets.get(rid, []))
     assert by_method["feddf-real"] == {"cifar100"}
     assert paper_exp.datasets["cifar100"] == {"name": "cifar100", "options": {}}
     # the Tiny-ImageNet row's run reads its virtual set, not Tiny-ImageNet itself
@@ -238,7 +238,7 @@ def test_dry_run_shares_one_virtual_dataset_between_runs(exp):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
     blocks = out.split("\nrule ")
-    virtual = [b for b in blocks if b.startswith("vhl_virtual_data:")]
+    virtual = [b for b in blocks if b.startswith("artefact_virtual:")]
     train = [b for b in blocks if b.startswith("train:")]
     assert len(virtual) == 1 and len(train) == 6
     path = virtual[0].split("output: ")[1].split(",")[0].strip()

@@ -156,7 +156,7 @@ def test_second_run_has_nothing_to_do(workdir):
 
 
 def test_editing_a_figure_script_regenerates_only_figures_and_report(workdir):
-    script = workdir["dir"] / "workflow" / "scripts" / "plot_curves.py"
+    script = workdir["dir"] / "workflow" / "scripts" / "figures" / "curve.py"
     script.write_text(script.read_text() + "\n# edited\n")
     counts = dry(workdir)
     assert "train" not in counts and "table" not in counts

@@ -16,132 +16,88 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-# Bump an entry when a bug fix changes what that algorithm computes: every run using
-# it gets a new id and retrains (Snakemake does not track the package's code).
-IMPLEMENTATION_VERSIONS: dict[str, int] = {
-    "engine": 1,
-    "data": 1,
-    "partition": 1,
-    "fedavg": 1,
-    "fedprox": 1,
-    "scaffold": 2,  # 2: correction applied after the step, outside client momentum
-    "fednova": 1,
-    "fedavgm": 1,
-    "feddyn": 1,
-    "moon": 1,
-    "clsnorm": 1,
-    "clsprox": 1,
-    "ccvr": 1,  # post-hoc calibration (fedhet.posthoc); not part of any training run's hash
-    "vhl": 1,
-    "feddf": 2,
-}
+from fedhet import catalog
+from fedhet.declare import Param, late_defaults
 
-ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
-    "fedavg": {},
-    "fedprox": {"mu": 0.01},
-    "scaffold": {"global_lr": 1.0, "paper_server_update": True},
-    "fednova": {},
-    "fedavgm": {"server_momentum": 0.9, "server_lr": 1.0},
-    "feddyn": {"alpha": 0.1},
-    "moon": {"mu": 5.0, "temperature": 0.5},
-}
+# Bump an entry when a bug fix changes what that part of the package computes: every run gets a
+# new id and retrains (Snakemake does not track the package's code). Methods carry their own
+# version in their declaration (fedhet.methods.<package>).
+CORE_VERSIONS: dict[str, int] = {"engine": 1, "data": 1, "partition": 1}
 
-# Plug-ins and their parameters with defaults; each plug-in's module registers the class.
-PLUGIN_PARAMS: dict[str, dict[str, Any]] = {
-    # CCVR §3.3: logits z·φ_i/‖φ_i‖ (no scale); bias: add the head's bias (the paper has none).
-    "clsnorm": {"bias": False},
-    # CCVR §3.3: (μ/2)‖φ_k − φ_g‖² on the classifier; μ not given in the paper (assumed).
-    "clsprox": {"mu": 0.01},
-    # VHL (fedhet.methods.vhl). "code" = the authors' public code, "assumed" = not in the paper.
-    "vhl": {
-        "variant": "vhl",  # vhl | naive (no calibration) | vfa (Gaussian features) | vftl
-        "virtual_kind": "stylegan",  # stylegan | noise | cnn | tinyimagenet10 (fedhet.virtual)
-        "virtual_classes": None,  # C_v; None = C natural classes (paper)
-        "virtual_per_class": 200,  # code's active setting (a commented variant: 5000)
-        "virtual_seed": 0,  # assumed: one virtual dataset for every run seed, as generated once
-        "virtual_options": {},  # generator options and defaults: fedhet.virtual.spec
-        "virtual_batch_size": None,  # None = training.batch_size (paper: 128 natural + 128 virtual)
-        "virtual_augment": True,  # code: RandomCrop + HFlip on virtual images (any dataset)
-        "virtual_normalization": "code",  # code: mean 0.5, std 0.25; natural: dataset statistics
-        "virtual_ce_weight": 1.0,  # code
-        "calibration_weight": 1.0,  # code; Table 6 default (assumed reading)
-        "calibration_layer": "penultimate",  # code: avgpool feature before the classifier
-        "temperature": 0.07,  # code: SupCon tau = base tau = 0.07, mode "all"
-        "virtual_supcon_weight": 0.1,  # assumed (code): extra SupCon on virtual features alone
-        "eval_protocol": "all",  # assumed (code): argmax over C + C_v; natural = argmax over C
-        "vfa_mean_std": 1.0,  # assumed: VFA class means ~ N(0, 1) at the calibration layer
-        "vfa_std": 0.3,  # assumed: VFA samples ~ N(mean, 0.3^2)
-        "vftl_steps": 1000,  # assumed: SGD steps of server pre-training on virtual data (VFTL)
-    },
-    # FedDF (fedhet.methods.feddf): server-side ensemble distillation after aggregation.
-    "feddf": {
-        "unlabeled": "cifar100",  # dataset name, or "noise"; FedDF's choice for CIFAR-10
-        "unlabeled_options": {},  # dataset options (images are converted to the run's shape)
-        "unlabeled_size": None,  # None = every training image of the unlabeled dataset
-        "steps": 1000,  # most steps a round; assumed: FedDF allows 10^4 (with early stopping)
-        # Early stopping on labelled validation images, and the student kept at its best
-        # validation accuracy (the aggregated model, step 0, included), as FedDF does.
-        "validation_size": 500,  # assumed; 0 = no validation: all `steps`, last student kept
-        "eval_every": 100,  # assumed: validate every this many steps
-        "patience": 1000,  # FedDF: stop after 10^3 steps without improvement
-        "batch_size": None,  # None = training.batch_size (FedDF: 64)
-        "lr": 1.0e-3,  # FedDF: Adam, lr 1e-3
-        "temperature": 1.0,  # FedDF code default KL temperature
-        "augment": True,  # assumed: the training augmentation on the unlabeled images
-        "seed": 0,  # which unlabeled subset when unlabeled_size is set
-    },
-}
-
-DEFAULTS: dict[str, Any] = {
-    "name": "",  # readable prefix of the run id; empty = built from the settings
-    "seed": 0,
+S = Param
+# Every run setting: default and meaning (`since` > 0: added later, see fedhet.declare). A dict is
+# a section; `options` and `params` are free-form mappings checked by their consumer.
+SETTINGS: dict[str, Any] = {
+    "name": S("", "readable prefix of the run id; empty = built from the settings"),
+    "seed": S(0, "seed of the partition, the initial model and all client randomness"),
     "dataset": {
-        "name": "digits10",
-        "root": "resources/datasets",
-        "options": {},  # dataset-specific, e.g. stand-in channels/size
+        "name": S("digits10", "a registered dataset (fedhet.data)"),
+        "root": S("resources/datasets", "where datasets are cached"),
+        "options": S({}, "dataset-specific, e.g. stand-in channels/size"),
     },
     "partition": {
-        "scheme": "dirichlet",  # see fedhet.partition.SCHEMES
-        "num_clients": 10,
-        "alpha": 0.1,
-        "classes_per_client": 2,
-        "min_size": None,  # None = scheme default
-        "cap": True,  # LDA: clients over N/K get no more of a class (official code)
-        "root": "resources/partitions",
-        "file": None,  # explicit partition file (workflow); None = cached by key
-        "options": {},  # scheme-specific, e.g. rotation_mode, dominant_fraction, prior
+        "scheme": S("dirichlet", "a partition scheme (fedhet.partition.SCHEMES)"),
+        "num_clients": S(10, "clients in the federation"),
+        "alpha": S(0.1, "Dirichlet concentration (LDA, per-client Dirichlet)"),
+        "classes_per_client": S(2, "classes a client holds (n-class schemes)"),
+        "min_size": S(None, "smallest client; None = the scheme's default"),
+        "cap": S(True, "LDA: clients over N/K get no more of a class (official code)"),
+        "root": S("resources/partitions", "where partitions are cached"),
+        "file": S(None, "explicit partition file (workflow); None = cached by key"),
+        "options": S({}, "scheme-specific, e.g. rotation_mode, dominant_fraction, prior"),
     },
-    "model": {"name": "simplecnn", "width": 1.0, "options": {}},
-    "algorithm": {"name": "fedavg", "params": {}},
-    "plugins": [],  # list of {name, params}
+    "model": {
+        "name": S("simplecnn", "a registered model (fedhet.models)"),
+        "width": S(1.0, "multiplier of channel and hidden-layer counts"),
+        "options": S({}, "model-specific keyword options"),
+    },
+    "algorithm": {
+        "name": S("fedavg", "a declared algorithm (fedhet.catalog)"),
+        "params": S({}, "the algorithm's parameters (its declaration gives the defaults)"),
+    },
+    "plugins": S([], "list of {name, params}: plug-ins on top of the algorithm, in order"),
     "training": {
-        "rounds": 10,
-        "clients_per_round": 5,
-        "local_epochs": 1,
-        "local_steps": None,  # fixed number of local steps instead of epochs
-        "batch_size": 64,
-        "lr": 0.01,
-        "lr_decay": 1.0,  # multiplied into lr every round
-        "momentum": 0.0,
-        "weight_decay": 0.0,
-        "keep_client_optimizer_state": False,
-        "augment": "auto",  # auto | none | crop_flip | crop | rotate
-        "centralized": False,  # one client holding all data, every round
-        "max_grad_norm": None,
+        "rounds": S(10, "communication rounds"),
+        "clients_per_round": S(5, "clients sampled each round"),
+        "local_epochs": S(1, "passes over the client's data per round"),
+        "local_steps": S(None, "fixed number of local steps instead of epochs"),
+        "batch_size": S(64, "local batch size"),
+        "lr": S(0.01, "client learning rate"),
+        "lr_decay": S(1.0, "multiplied into lr every round"),
+        "momentum": S(0.0, "client SGD momentum"),
+        "weight_decay": S(0.0, "client weight decay"),
+        "keep_client_optimizer_state": S(False, "clients keep their momentum across rounds"),
+        "augment": S("auto", "auto | none | crop_flip | crop | rotate"),
+        "centralized": S(False, "one client holding all data, every round"),
+        "max_grad_norm": S(None, "clip local gradients to this norm; None = no clipping"),
     },
-    "eval": {"every": 1, "batch_size": 512},
+    "eval": {
+        "every": S(1, "evaluate the global model every this many rounds"),
+        "batch_size": S(512, "evaluation batch size"),
+    },
     # Not part of the identity: how and where it runs, what extra it saves.
     "runtime": {
-        "device": "auto",
-        "bf16": False,
-        "channels_last": False,
-        "checkpoint_every": 10,
-        "snapshot_rounds": [],
-        "save_client_models": [],
-        "log_every": 1,
-        "threads": None,
+        "device": S("auto", "auto | cpu | cuda | cuda:N"),
+        "bf16": S(False, "bf16 autocast on GPU"),
+        "channels_last": S(False, "channels-last memory format"),
+        "checkpoint_every": S(10, "rounds between checkpoints"),
+        "snapshot_rounds": S([], "rounds whose global model is saved"),
+        "save_client_models": S([], "rounds whose client models are saved"),
+        "log_every": S(1, "rounds between log lines"),
+        "threads": S(None, "torch threads; None = torch's default"),
     },
 }
+del S
+
+
+def _defaults_of(node: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        key: _defaults_of(value) if isinstance(value, Mapping) else copy.deepcopy(value.default)
+        for key, value in node.items()
+    }
+
+
+DEFAULTS: dict[str, Any] = _defaults_of(SETTINGS)
 
 IDENTITY_EXCLUDED = ("runtime", "name")
 # Paths say where things live, not what is computed.
@@ -169,6 +125,21 @@ def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str) ->
     return out
 
 
+def _declared(name: str, kind: str, where: str):
+    """The declaration of an implemented method of `kind`, or a ConfigError naming `where`."""
+    valid = catalog.names(kind)
+    if name not in valid:
+        raise ConfigError(f"unknown {kind} '{name}' at '{where}'; valid: {', '.join(valid)}")
+    decl = catalog.method(name, kind)
+    if not decl.implemented:
+        implemented = ", ".join(catalog.names(kind, implemented=True))
+        raise ConfigError(
+            f"{kind} '{name}' at '{where}' is declared but not implemented yet; "
+            f"implemented: {implemented}"
+        )
+    return decl
+
+
 def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
     """Fill defaults into a run dict and validate names and values.
 
@@ -176,12 +147,9 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
     """
     run = _merge(DEFAULTS, given or {}, "")
     algo = run["algorithm"]["name"]
-    if algo not in ALGORITHM_PARAMS:
-        raise ConfigError(
-            f"unknown algorithm '{algo}'; valid: {', '.join(sorted(ALGORITHM_PARAMS))}"
-        )
+    decl = _declared(algo, "algorithm", "algorithm.name")
     run["algorithm"]["params"] = _merge(
-        ALGORITHM_PARAMS[algo], run["algorithm"]["params"] or {}, f"algorithm.params({algo})."
+        decl.defaults(), run["algorithm"]["params"] or {}, f"algorithm.params({algo})."
     )
     plugins = []
     for i, plugin in enumerate(run["plugins"]):
@@ -191,10 +159,8 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
         if extra:
             raise ConfigError(f"unknown setting 'plugins[{i}].{sorted(extra)[0]}'")
         name = plugin["name"]
-        if name not in PLUGIN_PARAMS:
-            valid = ", ".join(sorted(PLUGIN_PARAMS)) or "(none)"
-            raise ConfigError(f"unknown plug-in '{name}'; valid: {valid}")
-        params = _merge(PLUGIN_PARAMS[name], plugin.get("params") or {}, f"plugins[{i}].params({name}).")
+        decl = _declared(name, "plugin", f"plugins[{i}].name")
+        params = _merge(decl.defaults(), plugin.get("params") or {}, f"plugins[{i}].params({name}).")
         plugins.append({"name": name, "params": params})
     run["plugins"] = plugins
     t = run["training"]
@@ -216,13 +182,38 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
     return run
 
 
+def _drop_late(ident: dict[str, Any], settings: Mapping[str, Any]) -> None:
+    """Leave out settings added after the first run ids (`since` > 0) that hold their default,
+    so adding a setting changes no existing run id."""
+    for key, decl in settings.items():
+        if key not in ident:
+            continue
+        if isinstance(decl, Mapping):
+            if isinstance(ident[key], dict):
+                _drop_late(ident[key], decl)
+        elif decl.since > 0 and ident[key] == decl.default:
+            del ident[key]
+
+
+def _drop_late_params(params: dict[str, Any], name: str) -> None:
+    for key, default in late_defaults(catalog.method(name).params).items():
+        if key in params and params[key] == default:
+            del params[key]
+
+
 def identity(run: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a resolved run that determines its results, plus code versions."""
     ident = {k: copy.deepcopy(v) for k, v in run.items() if k not in IDENTITY_EXCLUDED}
     for section, key in PATH_KEYS:
         ident[section].pop(key, None)
-    used = ["engine", "data", "partition", run["algorithm"]["name"], *(p["name"] for p in run["plugins"])]
-    ident["versions"] = {name: IMPLEMENTATION_VERSIONS.get(name, 1) for name in used}
+    _drop_late(ident, SETTINGS)
+    _drop_late_params(ident["algorithm"]["params"], run["algorithm"]["name"])
+    for plugin in ident["plugins"]:
+        _drop_late_params(plugin["params"], plugin["name"])
+    versions = {name: CORE_VERSIONS[name] for name in ("engine", "data", "partition")}
+    for name in (run["algorithm"]["name"], *(p["name"] for p in run["plugins"])):
+        versions[name] = catalog.version(name)
+    ident["versions"] = versions
     return ident
 
 

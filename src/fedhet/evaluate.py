@@ -8,13 +8,14 @@ from typing import Any
 
 import torch
 
+from fedhet.catalog import implementation
 from fedhet.config import load_yaml, resolve_run
 from fedhet.data import load_dataset
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.evaluation import evaluate_model
-from fedhet.methods.ccvr_plugins import apply_inference_plugins
+from fedhet.methods.ccvr.plugins import apply_inference_plugins
 from fedhet.models import build_model
-from fedhet.plugins import PLUGINS, eval_logit_map, model_classes
+from fedhet.plugins import eval_logit_map, model_classes
 from fedhet.train import pick_device
 
 
@@ -44,7 +45,7 @@ def evaluate_run(run_dir: str | os.PathLike, model_path: str | os.PathLike | Non
     model, data, run = load_run_model(run_dir, model_path, device)
     dev = next(model.parameters()).device
     augmenter = Augmenter("none", data.mean, data.std, int(data.x_train.shape[-1]), dev)
-    plugins = [PLUGINS.get(p["name"])(p["params"]) for p in run["plugins"]]
+    plugins = [implementation(p["name"])(p["params"]) for p in run["plugins"]]
     acc, loss = evaluate_model(model, data.x_test.to(dev), data.y_test.to(dev), augmenter,
                                run["eval"]["batch_size"],
                                logit_map=eval_logit_map(plugins, data.num_classes))

@@ -24,7 +24,10 @@ class Plugin:
     name = "plugin"
 
     def __init__(self, params: dict[str, Any]) -> None:
-        self.hp = dict(params)
+        from fedhet.catalog import method
+
+        # the declared defaults under what is given (a run's params are complete already)
+        self.hp = {**method(self.name).defaults(), **params}
 
     def setup(self, federation: Any) -> None:
         """Called once the federation (data, model, algorithm) is built."""
@@ -67,7 +70,9 @@ PLUGINS: Registry[type[Plugin]] = Registry("plug-in")
 
 def model_classes(run: dict[str, Any], num_classes: int) -> int:
     """Classifier outputs of a run's model: the dataset's classes plus its plug-ins' extra."""
-    return num_classes + sum(PLUGINS.get(p["name"]).extra_classes(num_classes, p["params"])
+    from fedhet.catalog import implementation
+
+    return num_classes + sum(implementation(p["name"]).extra_classes(num_classes, p["params"])
                              for p in run["plugins"])
 
 
@@ -81,6 +86,3 @@ def eval_logit_map(plugins: list[Plugin], num_classes: int) -> Callable[[torch.T
 
     return apply
 
-
-# Register the plug-ins of the paper methods (they subclass Plugin, defined above).
-import fedhet.methods  # noqa: E402,F401  isort: skip

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -13,6 +14,17 @@ class UnknownNameError(KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
         return str(self.args[0])
+
+
+class _Lazy:
+    """A registered item not imported yet: `module:attribute`."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def load(self) -> Any:
+        module, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
 
 
 class Registry(Generic[T]):
@@ -34,12 +46,20 @@ class Registry(Generic[T]):
     def add(self, name: str, item: T) -> None:
         self.register(name)(item)
 
+    def add_lazy(self, name: str, target: str) -> None:
+        """Register `module:attribute`, imported on the first `get` (keeps names listable
+        without importing heavy modules such as torch)."""
+        self.register(name)(_Lazy(target))  # type: ignore[arg-type]
+
     def get(self, name: str) -> T:
         try:
-            return self._items[name]
+            item = self._items[name]
         except KeyError:
             valid = ", ".join(sorted(self._items))
             raise UnknownNameError(f"unknown {self.kind} '{name}'; valid: {valid}") from None
+        if isinstance(item, _Lazy):
+            item = self._items[name] = item.load()
+        return item
 
     def names(self) -> list[str]:
         return sorted(self._items)

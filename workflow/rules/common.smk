@@ -9,8 +9,10 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from fedhet import catalog, names
 from fedhet import experiments as X
 from fedhet.config import ConfigError
+from fedhet.figures.kinds import FIGURE_KINDS
 
 ROOT = Path(workflow.basedir)
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -151,7 +153,7 @@ def dataset_options(wildcards):
 def dataset_download_flag(wildcards):
     """Real datasets are downloaded on first use; stand-ins are built offline."""
     name = EXP.datasets[wildcards.dataset_key]["name"]
-    return "" if name in X.STANDIN_DATASETS else "--download"
+    return "" if name in names.standin_datasets() else "--download"
 
 
 def partition_dataset(wildcards):
@@ -175,21 +177,18 @@ def partition_file(run_id):
     return None if key is None else f"resources/partitions/{key}.npz"
 
 
-# Run id → further named inputs of its training job, filled by paper rule files (e.g. the cached
-# virtual dataset of a VHL run, workflow/rules/vhl.smk).
-TRAIN_EXTRA_INPUTS = {}
-
-
 def train_inputs(wildcards):
-    """The dataset (and, for federated runs, the partition file) a run trains on, plus any
-    cached artefact it reads (TRAIN_EXTRA_INPUTS)."""
-    inputs = {"dataset": f"resources/datasets/{EXP.run_dataset[wildcards.run_id]}.path"}
-    for i, key in enumerate(EXP.run_plugin_datasets.get(wildcards.run_id, [])):
-        inputs[f"plugin_dataset_{i}"] = f"resources/datasets/{key}.path"
-    part = partition_file(wildcards.run_id)
+    """The dataset (and, for federated runs, the partition file) a run trains on, plus the
+    further datasets and cached artefacts its methods read (fedhet.experiments.jobs)."""
+    rid = wildcards.run_id
+    inputs = {"dataset": f"resources/datasets/{EXP.run_dataset[rid]}.path"}
+    for i, key in enumerate(EXP.run_extra_datasets.get(rid, [])):
+        inputs[f"extra_dataset_{i}"] = f"resources/datasets/{key}.path"
+    part = partition_file(rid)
     if part is not None:
         inputs["partition"] = part
-    inputs.update(TRAIN_EXTRA_INPUTS.get(wildcards.run_id, {}))
+    for i, aid in enumerate(EXP.run_artefacts.get(rid, [])):
+        inputs[f"artefact_{i}"] = f"resources/datasets/{aid}.pt"
     return inputs
 
 
@@ -246,18 +245,88 @@ def table_payload(wildcards):
     return item_of(wildcards, "table").payload()
 
 
+def figure_ids(local):
+    """Wildcard constraint of the figures whose kind runs locally (or as a job): `<id>` after
+    `<paper>/` in the output path, for every (paper, id) of such a kind."""
+    ids = [
+        f"(?<=/{i.paper}/){i.id}"
+        for i in ITEMS.values()
+        if i.is_figure and FIGURE_KINDS.get(i.kind).local == local
+    ]
+    return "|".join(sorted(ids)) or "(?!)"
+
+
+def figure_kind(wildcards):
+    return FIGURE_KINDS.get(item_of(wildcards, "figure").kind)
+
+
 def figure_inputs(wildcards):
+    """What the figure's kind reads (fedhet.figures.kinds)."""
     item = item_of(wildcards, "figure")
-    return [f"results/{SCALE}/runs/{rid}/metrics.jsonl" for rid in item.run_ids()]
+    try:
+        return FIGURE_KINDS.get(item.kind).inputs(item, EXP, f"results/{SCALE}")
+    except ValueError as err:
+        raise WorkflowError(str(err)) from None
 
 
 def figure_payload(wildcards):
     return item_of(wildcards, "figure").payload()
 
 
+# ----------------------------------------------------------------------------- artefacts, post-hoc
+
+ARTEFACT_FAMILIES = catalog.artefact_families()
+POSTHOC_METHODS = catalog.names("posthoc")
+
+
+def artefact_keys(family):
+    return [a["key"] for a in EXP.artefacts.values() if a["family"] == family]
+
+
+def artefact_sources(family, key):
+    """Prepared datasets an artefact's build reads (e.g. a real-image virtual source)."""
+    return [
+        f"resources/datasets/{d}.path"
+        for d in EXP.artefacts[f"{family}/{key}"]["sources"]
+    ]
+
+
+def artefact_settings(family, key):
+    return json.dumps(
+        EXP.artefacts[f"{family}/{key}"]["settings"],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def calibration_settings(wildcards, output):
+    """`fedhet calibrate --settings` JSON. Taking `output` keeps this param out of Snakemake's
+    rerun triggers: the settings that change the result are in the key (the path); the device
+    is not."""
+    cid = f"{wildcards.run_id}/{wildcards.calibration_key}"
+    if cid not in EXP.calibrations:
+        raise WorkflowError(
+            f"unknown calibration '{cid}'; no table or figure of this scale asks for it"
+        )
+    settings = dict(EXP.calibrations[cid]["settings"])
+    settings["device"] = EXP.scale_config.get("runtime", {}).get("device", "auto")
+    return json.dumps(settings, sort_keys=True, separators=(",", ":"))
+
+
 def scenario_note():
     """One line saying what this scale is (shown under every table and figure)."""
     return " ".join(str(EXP.scale_config.get("description", "")).split())
+
+
+# Params of the figure rules (workflow/rules/figures.smk).
+FIGURE_PARAMS = {
+    "payload": figure_payload,
+    "note": scenario_note(),
+    "script": lambda wildcards: figure_kind(wildcards).script,
+    "caption": lambda wildcards: figure_kind(wildcards).caption,
+    "results": f"results/{SCALE}",
+    "device": EXP.scale_config.get("runtime", {}).get("device", "auto"),
+}
 
 
 def claim_tables():

@@ -1,4 +1,7 @@
-# Figures: one job per paper figure, plotted from the per-round metric logs of its runs.
+# Figures: one job per paper figure. The figure's kind (fedhet.figures.kinds) says what it reads
+# (run logs, saved models, calibrations, cached artefacts) and which script under
+# workflow/scripts/figures/ draws it; cheap kinds run on the submitting machine (`figure`), the
+# analyses as cluster jobs (`analysis_figure`). A new kind needs no rule.
 
 
 rule figure:
@@ -14,11 +17,36 @@ rule figure:
         ),
     log:
         "results/{scale}/logs/figures/{paper}/{figure}.log",
+    wildcard_constraints:
+        figure=figure_ids(local=True),
     localrule: True
     conda:
         "../../envs/fedhet.yaml"
     params:
-        payload=figure_payload,
-        note=scenario_note(),
+        **FIGURE_PARAMS,
     script:
-        "../scripts/plot_curves.py"
+        "../scripts/figures/{params.script}.py"
+
+
+rule analysis_figure:
+    input:
+        figure_inputs,
+    output:
+        report(
+            "results/{scale}/figures/{paper}/{figure}.png",
+            caption="../../reports/figure.rst",
+            category="{paper}",
+            subcategory="figures",
+            labels={"figure": "{figure}"},
+        ),
+    log:
+        "results/{scale}/logs/figures/{paper}/{figure}.log",
+    wildcard_constraints:
+        figure=figure_ids(local=False),
+    conda:
+        "../../envs/fedhet.yaml"
+    threads: 1
+    params:
+        **FIGURE_PARAMS,
+    script:
+        "../scripts/figures/{params.script}.py"

@@ -22,9 +22,11 @@ def main(sm) -> None:
     Path(sm.output.html).write_text(T.render_html(lines, payload, scale, sm.params.note))
     done = sum(1 for ln in lines if ln["status"] == T.OK)
     pending = sum(1 for ln in lines if ln["status"] == T.PENDING)
+    quoted = sum(1 for ln in lines if ln["status"] == T.QUOTED)
+    quoted_text = f"{quoted} quoted, " if quoted else ""
     print(
         f"{payload['paper']} {payload['id']}: {len(lines)} numbers, {done} ok, "
-        f"{pending} pending, from {len(results)} runs",
+        f"{pending} pending, {quoted_text}from {len(results)} runs",
         file=sys.stderr,
     )
 

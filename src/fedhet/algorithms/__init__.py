@@ -1,6 +1,6 @@
-"""Base federated algorithms, registered by name in `ALGORITHMS`."""
+"""The interface of base federated algorithms and their registry `ALGORITHMS` (implementations
+register themselves when `fedhet.catalog.implementation` imports their module)."""
 
-from fedhet.algorithms import baselines as _baselines  # noqa: F401  (registers the baselines)
 from fedhet.algorithms.base import (
     ALGORITHMS,
     Algorithm,

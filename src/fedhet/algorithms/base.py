@@ -122,4 +122,3 @@ class Algorithm:
 
 
 ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")
-ALGORITHMS.add("fedavg", Algorithm)

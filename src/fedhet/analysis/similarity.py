@@ -116,7 +116,7 @@ def load_client_models(run_dir: str | os.PathLike, round: int | None = None,
     """The client models of a round ({client: model}, inference plug-ins applied), the data
     and the resolved run."""
     from fedhet.evaluate import load_run_model
-    from fedhet.methods.ccvr_plugins import apply_inference_plugins
+    from fedhet.methods.ccvr.plugins import apply_inference_plugins
 
     files = client_model_files(run_dir, round)
     base, data, run = load_run_model(run_dir, device=device)

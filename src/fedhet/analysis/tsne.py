@@ -45,7 +45,7 @@ def calibration_tsne(run_dir: str | os.PathLike, calibrated: str | os.PathLike,
     model.pt). The feature extractor is the same before and after calibration."""
     from fedhet.engine.augment import Augmenter
     from fedhet.evaluate import load_run_model
-    from fedhet.methods.ccvr_plugins import apply_inference_plugins
+    from fedhet.methods.ccvr.plugins import apply_inference_plugins
     from fedhet.posthoc.ccvr import extract_features
 
     path = Path(calibrated)

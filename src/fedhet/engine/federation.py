@@ -22,13 +22,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedhet.algorithms import ALGORITHMS, ClientContext, ClientUpdate, StepOutput
+from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput
+from fedhet.catalog import implementation
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.models import build_model
-from fedhet.plugins import PLUGINS, eval_logit_map, model_classes
+from fedhet.plugins import eval_logit_map, model_classes
 
 
 @dataclass
@@ -100,11 +101,11 @@ class Federation:
         self.augmenter = Augmenter(mode, data.mean, data.std, size, device)
 
         algo = run["algorithm"]
-        self.algorithm = ALGORITHMS.get(algo["name"])(algo["params"], self.num_clients, t["momentum"])
+        self.algorithm = implementation(algo["name"])(algo["params"], self.num_clients, t["momentum"])
         self.algorithm.setup(self.global_.params)
         if getattr(self.algorithm, "needs_reference_models", False):
             self.algorithm.attach(self.global_, self._build_model(channels, size))
-        self.plugins = [PLUGINS.get(p["name"])(p["params"]) for p in run["plugins"]]
+        self.plugins = [implementation(p["name"])(p["params"]) for p in run["plugins"]]
         for plugin in self.plugins:
             plugin.setup(self)
 

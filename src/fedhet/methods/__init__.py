@@ -1,4 +1,3 @@
-"""Paper methods built on the engine; importing this package registers their plug-ins."""
-
-from fedhet.methods import ccvr_plugins  # noqa: F401  (clsnorm, clsprox)
-from fedhet.methods import feddf, vhl  # noqa: F401  (feddf, vhl)
+"""The methods: one subpackage per paper (or family), each declaring its methods in its
+`__init__.py` (`DECLARATIONS`, torch-free; see `fedhet.declare`) beside their implementation.
+`fedhet.catalog` finds them; nothing here imports an implementation."""

@@ -21,25 +21,26 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fedhet.models import cnn, mobilenet, resnet, vgg
-from fedhet.models.base import CLASSIFIER_PREFIX, PENULTIMATE, FedModel
 from fedhet.registry import Registry
 
-ModelBuilder = Callable[..., FedModel]
+if TYPE_CHECKING:
+    from fedhet.models.base import FedModel
 
+ModelBuilder = Callable[..., "FedModel"]
+
+# Registered lazily: the names are listable without torch (the workflow's DAG checks them).
 MODELS: Registry[ModelBuilder] = Registry("model")
-MODELS.add("resnet10", resnet.resnet10)
-MODELS.add("resnet18", resnet.resnet18)
-MODELS.add("resnet34", resnet.resnet34)
-MODELS.add("resnet50", resnet.resnet50)
-MODELS.add("vgg9", vgg.vgg9)
-MODELS.add("vgg11", vgg.vgg11)
-MODELS.add("simplecnn", cnn.simplecnn)
-MODELS.add("cnn4", cnn.cnn4)
-MODELS.add("convnet", cnn.convnet)
-MODELS.add("mobilenetv2", mobilenet.mobilenetv2)
+for _module, _names in (
+    ("resnet", ("resnet10", "resnet18", "resnet34", "resnet50")),
+    ("vgg", ("vgg9", "vgg11")),
+    ("cnn", ("simplecnn", "cnn4", "convnet")),
+    ("mobilenet", ("mobilenetv2",)),
+):
+    for _name in _names:
+        MODELS.add_lazy(_name, f"fedhet.models.{_module}:{_name}")
+del _module, _names, _name
 
 
 def model_options(name: str) -> dict[str, Any]:
@@ -83,6 +84,16 @@ def build_model(
         raise ValueError(f"width must be > 0, got {width!r}")
     builder = MODELS.get(name)
     return builder(int(num_classes), int(in_channels), int(image_size), float(width), **options)
+
+
+def __getattr__(name: str) -> Any:
+    """`FedModel`, `CLASSIFIER_PREFIX` and `PENULTIMATE` from `fedhet.models.base` (imports
+    torch on first use)."""
+    if name in ("FedModel", "CLASSIFIER_PREFIX", "PENULTIMATE"):
+        from fedhet.models import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'fedhet.models' has no attribute '{name}'")
 
 
 __all__ = [

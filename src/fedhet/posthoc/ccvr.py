@@ -358,7 +358,7 @@ def calibrate(run_dir: str | os.PathLike, out_dir: str | os.PathLike,
     """Calibrate the classifier of a finished run (see the module docstring); writes
     ``out_dir/model.pt`` and ``out_dir/calibration.json`` and returns the latter's content."""
     from fedhet.evaluate import load_run_model
-    from fedhet.methods.ccvr_plugins import apply_inference_plugins
+    from fedhet.methods.ccvr.plugins import apply_inference_plugins
 
     began = time.perf_counter()
     s = resolve_settings(settings)

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fedhet import catalog
 from fedhet.config import ConfigError
 
-METHODS = ("ccvr", "oracle")
+METHODS = tuple(catalog.names("posthoc"))  # declared in fedhet.methods.ccvr
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "method": "ccvr",  # ccvr | oracle

@@ -139,9 +139,9 @@ def plugin_settings(params: Mapping[str, Any], num_classes: int, channels: int,
                     size: int) -> dict[str, Any] | None:
     """The virtual dataset a VHL plug-in with `params` uses on data of this shape, or None
     when it uses no virtual images (VFA, no virtual classes, no virtual batch)."""
-    from fedhet.config import PLUGIN_PARAMS
+    from fedhet.catalog import method
 
-    hp = {**PLUGIN_PARAMS["vhl"], **params}
+    hp = {**method("vhl").defaults(), **params}
     cv = num_classes if hp["virtual_classes"] is None else int(hp["virtual_classes"])
     if hp["variant"] == "vfa" or cv == 0 or hp["virtual_batch_size"] == 0:
         return None
@@ -154,14 +154,19 @@ def plugin_settings(params: Mapping[str, Any], num_classes: int, channels: int,
     })
 
 
-def settings_for_run(run: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The virtual dataset of a resolved run (its first `vhl` plug-in), or None."""
+def settings_for_dataset(params: Mapping[str, Any], dataset: Mapping[str, Any]) -> dict | None:
+    """The virtual dataset of a VHL plug-in with `params` on a run's `dataset` ({name,
+    options}), or None."""
     from fedhet.data import describe
 
+    info = describe(dataset["name"], dataset.get("options"))
+    channels, size, _ = info["shape"]
+    return plugin_settings(params, info["num_classes"], channels, size)
+
+
+def settings_for_run(run: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The virtual dataset of a resolved run (its first `vhl` plug-in), or None."""
     for plugin in run.get("plugins", []):
         if plugin["name"] == "vhl":
-            d = run["dataset"]
-            info = describe(d["name"], d.get("options"))
-            channels, size, _ = info["shape"]
-            return plugin_settings(plugin["params"], info["num_classes"], channels, size)
+            return settings_for_dataset(plugin["params"], run["dataset"])
     return None

@@ -71,8 +71,7 @@ def apply_inference_plugins(model: nn.Module, run: Mapping[str, Any]) -> nn.Modu
     calling it twice does no harm. Returns ``model``."""
     for plugin in run.get("plugins") or []:
         if plugin["name"] == "clsnorm":
-            params = {**ClsNorm.defaults(), **(plugin.get("params") or {})}
-            apply_clsnorm(model, bias=bool(params["bias"]))
+            apply_clsnorm(model, bias=bool(ClsNorm(plugin.get("params") or {}).hp["bias"]))
     return model
 
 
@@ -97,19 +96,13 @@ class ClsNorm(Plugin):
 
     name = "clsnorm"
 
-    @staticmethod
-    def defaults() -> dict[str, Any]:
-        from fedhet.config import PLUGIN_PARAMS
-
-        return dict(PLUGIN_PARAMS.get("clsnorm", {"bias": False}))
-
     def setup(self, federation: Any) -> None:
         for module in _flat_models(federation):
-            apply_clsnorm(module, bias=bool(self.hp.get("bias", False)))
+            apply_clsnorm(module, bias=bool(self.hp["bias"]))
 
     def client_begin(self, ctx: ClientContext) -> None:
         # Harmless if setup already did it; covers a working model built outside a Federation.
-        apply_clsnorm(ctx.model, bias=bool(self.hp.get("bias", False)))
+        apply_clsnorm(ctx.model, bias=bool(self.hp["bias"]))
 
 
 def head_segments(model: nn.Module) -> list[tuple[str, int, int, torch.Size]]:

@@ -21,7 +21,7 @@ server model is trained on the virtual data alone for `vftl_steps` SGD steps at 
 lr, momentum and weight decay; then plain training of the base algorithm, C + C_v outputs).
 
 Which details come from the paper, which from the authors' code, and which are assumed is said
-next to each parameter in `fedhet.config.PLUGIN_PARAMS["vhl"]`.
+next to each parameter in its declaration (`fedhet.methods.vhl`).
 
 With `virtual_classes: 0`, `virtual_batch_size: 0` and `calibration_weight: 0` the plug-in does
 nothing at all (no extra outputs, no extra random draws), so the run equals its base run.
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedhet.algorithms.base import ClientContext, StepOutput
-from fedhet.config import PLUGIN_PARAMS
+from fedhet.catalog import method
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.plugins import PLUGINS, Plugin
@@ -88,7 +88,7 @@ def pooled(h: Tensor) -> Tensor:
 
 def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
     """The plug-in's defaults updated with `params` (already merged by `resolve_run`)."""
-    hp = {**PLUGIN_PARAMS["vhl"], **params}
+    hp = {**method("vhl").defaults(), **params}
     if hp["variant"] not in VARIANTS:
         raise ValueError(f"vhl: unknown variant '{hp['variant']}'; valid: {', '.join(VARIANTS)}")
     if hp["eval_protocol"] not in EVAL_PROTOCOLS:

@@ -64,7 +64,7 @@ def plot_cka(payload, sm):
     for cell in payload["cells"]:
         for seed, rid in enumerate(cell["run_ids"]):
             df = client_cka(
-                Path(sm.params.runs) / rid,
+                Path(f"{sm.params.results}/runs") / rid,
                 num_samples=opts.get("num_samples", 500),
                 seed=seed,
                 device=sm.params.device,
@@ -103,7 +103,11 @@ def plot_cka(payload, sm):
 
 
 def plot_norms(payload, sm):
-    from fedhet.analysis.norms import classifier_norms_frame, label_distribution_frame, norm_matrix
+    from fedhet.analysis.norms import (
+        classifier_norms_frame,
+        label_distribution_frame,
+        norm_matrix,
+    )
 
     opts = payload["spec"].get("options") or {}
     wanted = opts.get("rounds", ["first", "middle", "last"])
@@ -114,7 +118,7 @@ def plot_norms(payload, sm):
         squeeze=False,
     )
     for i, cell in enumerate(cells):
-        run_dir = Path(sm.params.runs) / cell["run_ids"][0]
+        run_dir = Path(f"{sm.params.results}/runs") / cell["run_ids"][0]
         name = cell_name(cell, names)
         labels = label_distribution_frame(run_dir)
         mat = labels.pivot(index="class", columns="client", values="count")
@@ -135,7 +139,7 @@ def plot_norms(payload, sm):
 
 def plot_calibration(payload, sm):
     spec = payload["spec"]
-    df = calibration_records(payload, sm.params.calibrations)
+    df = calibration_records(payload, f"{sm.params.results}/calibrations")
     x = spec.get("x", "samples_per_class")
     hue = spec.get("hue")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -161,7 +165,7 @@ def plot_calibration(payload, sm):
 
 def plot_wasserstein(payload, sm):
     spec = payload["spec"]
-    df = calibration_records(payload, sm.params.calibrations)
+    df = calibration_records(payload, f"{sm.params.results}/calibrations")
     # the distance is a property of the run's class Gaussians (computed by its ccvr calibration)
     msw = df[df["method"] == "ccvr"].groupby("run_id")["msw"].first()
     df["msw"] = df["run_id"].map(msw)
@@ -183,8 +187,8 @@ def plot_calibration_tsne(payload, sm):
     cell = next(c for c in payload["cells"] if c["calibrations"])
     cid = cell["calibrations"][0]
     frame = calibration_tsne(
-        Path(sm.params.runs) / cid.split("/")[0],
-        Path(sm.params.calibrations) / cid,
+        Path(f"{sm.params.results}/runs") / cid.split("/")[0],
+        Path(f"{sm.params.results}/calibrations") / cid,
         max_points=opts.get("max_points", 1000),
         device=sm.params.device,
     )

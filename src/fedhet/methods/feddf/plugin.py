@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedhet.algorithms.base import ClientContext, ClientUpdate
-from fedhet.config import PLUGIN_PARAMS
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.plugins import PLUGINS, Plugin, eval_logit_map
@@ -56,7 +55,6 @@ class FedDF(Plugin):
 
     def __init__(self, params: dict[str, Any]) -> None:
         super().__init__(params)
-        self.hp = {**PLUGIN_PARAMS["feddf"], **self.hp}
         self.teachers: list[tuple[Tensor, Tensor]] = []
         self.last_loss: float | None = None
         self.last_steps = 0  # distillation steps taken in the last round

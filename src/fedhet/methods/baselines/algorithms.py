@@ -1,4 +1,5 @@
-"""FedProx, SCAFFOLD, FedNova, FedAvgM, FedDyn and MOON as flat-vector update rules."""
+"""FedAvg, FedProx, SCAFFOLD, FedNova, FedAvgM, FedDyn and MOON as flat-vector update rules
+(FedAvg is the `Algorithm` base class itself)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from fedhet.algorithms.base import (
     StepOutput,
     weighted_average,
 )
+
+ALGORITHMS.add("fedavg", Algorithm)
 
 
 def uniform_average(updates: list[ClientUpdate], attr: str) -> torch.Tensor:

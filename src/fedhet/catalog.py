@@ -1,0 +1,97 @@
+"""Every declared method, found in the subpackages of `fedhet.methods` (torch-free).
+
+```python
+method("vhl").defaults()          # parameters with defaults
+names("algorithm")                # declared algorithms, implemented or pending
+implementation("vhl")             # the plug-in class (imports its module, and torch)
+```
+
+Declarations are read once per process. Adding a method is adding a subpackage of
+`fedhet.methods` with a `DECLARATIONS` list; nothing here or in any other common module names it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+from typing import Any
+
+from fedhet.declare import KINDS, ArtefactFamily, Method
+from fedhet.registry import UnknownNameError
+
+
+@cache
+def _declarations() -> dict[str, Method]:
+    import fedhet.methods
+
+    found: dict[str, Method] = {}
+    for info in sorted(pkgutil.iter_modules(fedhet.methods.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"fedhet.methods.{info.name}")
+        for decl in getattr(module, "DECLARATIONS", []):
+            if decl.name in found:
+                raise ValueError(f"method '{decl.name}' declared twice")
+            found[decl.name] = decl
+    return found
+
+
+def methods(kind: str | None = None, implemented: bool | None = None) -> list[Method]:
+    """Declared methods, sorted by name; optionally of one kind, implemented or pending only."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown method kind '{kind}'; valid: {', '.join(KINDS)}")
+    return [
+        m
+        for name, m in sorted(_declarations().items())
+        if (kind is None or m.kind == kind)
+        and (implemented is None or m.implemented == implemented)
+    ]
+
+
+def names(kind: str | None = None, implemented: bool | None = None) -> list[str]:
+    """Names of `methods(kind, implemented)`."""
+    return [m.name for m in methods(kind, implemented)]
+
+
+def method(name: str, kind: str | None = None) -> Method:
+    """The declaration of `name` (of `kind`, when given); the error lists the valid names."""
+    decl = _declarations().get(name)
+    if decl is None or (kind is not None and decl.kind != kind):
+        label = "method" if kind is None else kind
+        valid = ", ".join(names(kind))
+        raise UnknownNameError(f"unknown {label} '{name}'; valid: {valid}")
+    return decl
+
+
+def version(name: str) -> int:
+    """Implementation version of a declared method (1 for a name nobody declares: the engine,
+    the data and partition code carry theirs in `fedhet.config`)."""
+    decl = _declarations().get(name)
+    return 1 if decl is None else decl.version
+
+
+def artefact_families() -> dict[str, ArtefactFamily]:
+    """Every artefact family some method declares, by name."""
+    out: dict[str, ArtefactFamily] = {}
+    for decl in methods():
+        for family in decl.artefact_families:
+            if family.name in out and out[family.name] is not family:
+                raise ValueError(f"artefact family '{family.name}' declared twice")
+            out[family.name] = family
+    return out
+
+
+def implementation(name: str) -> Any:
+    """The registered class of an implemented algorithm or plug-in (imports its module)."""
+    decl = method(name)
+    if not decl.implemented:
+        raise NotImplementedError(f"{decl.kind} '{name}' is declared but not implemented yet")
+    importlib.import_module(decl.module)
+    if decl.kind == "algorithm":
+        from fedhet.algorithms.base import ALGORITHMS
+
+        return ALGORITHMS.get(name)
+    if decl.kind == "plugin":
+        from fedhet.plugins import PLUGINS
+
+        return PLUGINS.get(name)
+    raise ValueError(f"'{name}' is a post-hoc step, not a training method")

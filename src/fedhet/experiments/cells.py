@@ -1,0 +1,113 @@
+"""What a paper config expands into: cells, items (tables and figures) and the experiment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Cell:
+    """One position of a table or figure: its labels, the runs behind it (one per seed)."""
+
+    paper: str
+    item: str  # table or figure id, e.g. "t1", "fig3a"
+    grid: int
+    labels: dict[str, str]  # axis → vocabulary key
+    display: dict[str, str]  # axis → printed label
+    row: str
+    column: str
+    metrics: list[str]
+    run_ids: list[str] = field(default_factory=list)  # one per seed, empty when pending
+    pending: str | None = None  # why no run exists yet
+    quoted: str | None = None  # a number the paper quotes from elsewhere: its source; no run
+    reference: dict[str, Any] = field(default_factory=dict)  # metric → transcribed value
+    settings: dict[str, Any] = field(default_factory=dict)  # resolved run (first seed)
+    values: dict[str, Any] = field(default_factory=dict)  # settings tables: metric → setting
+    # post-hoc cells: one calibration id ("<run_id>/<key>") per seed, parallel to run_ids
+    calibrations: list[str] = field(default_factory=list)
+
+    def key(self) -> dict[str, Any]:
+        out = {
+            "calibrations": self.calibrations,
+            "grid": self.grid,
+            "labels": self.labels,
+            "display": self.display,
+            "row": self.row,
+            "column": self.column,
+            "metrics": self.metrics,
+            "run_ids": self.run_ids,
+            "pending": self.pending,
+            "reference": self.reference,
+            "values": self.values,
+        }
+        if self.quoted is not None:  # absent otherwise: today's payloads stay as they were
+            out["quoted"] = self.quoted
+        return out
+
+
+@dataclass
+class Item:
+    """A table or figure of one paper, expanded."""
+
+    paper: str
+    id: str
+    kind: str
+    is_figure: bool
+    spec: dict[str, Any]
+    cells: list[Cell]
+
+    @property
+    def target(self) -> str:
+        return f"{self.paper}_{self.id}"
+
+    def run_ids(self) -> list[str]:
+        """Every cell's runs, each once, in cell order."""
+        return list(dict.fromkeys(rid for cell in self.cells for rid in cell.run_ids))
+
+    def calibration_ids(self) -> list[str]:
+        """Every cell's calibrations, each once, in cell order."""
+        return list(dict.fromkeys(cid for cell in self.cells for cid in cell.calibrations))
+
+    def payload(self) -> dict[str, Any]:
+        """Everything a table/figure script needs (passed as Snakemake params)."""
+        return {
+            "paper": self.paper,
+            "id": self.id,
+            "kind": self.kind,
+            "spec": self.spec,
+            "cells": [c.key() for c in self.cells],
+        }
+
+
+@dataclass
+class Experiment:
+    """All cells and runs of the selected papers at one scale, and every job they need."""
+
+    scale: str
+    scale_config: dict[str, Any]
+    seeds: list[int]
+    papers: dict[str, dict[str, Any]]  # paper → loaded config
+    items: dict[str, Item]  # "<paper>_<id>" → item
+    runs: dict[str, dict[str, Any]]  # run id → resolved run
+    datasets: dict[str, dict[str, Any]]  # dataset key → {name, options}
+    run_dataset: dict[str, str]  # run id → dataset key
+    # run id → keys of the further datasets its training job reads (its methods' declarations)
+    run_extra_datasets: dict[str, list[str]] = field(default_factory=dict)
+    partitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → partition job
+    run_partition: dict[str, str] = field(default_factory=dict)  # run id → partition key
+    # artefact id ("<family>/<key>") → {family, key, settings, sources: [dataset keys]}
+    artefacts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    run_artefacts: dict[str, list[str]] = field(default_factory=dict)  # run id → artefact ids
+    # calibration id ("<run_id>/<key>") → {run_id, key, settings} (post-hoc steps, CCVR)
+    calibrations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def items_of(self, paper: str) -> list[Item]:
+        return [item for item in self.items.values() if item.paper == paper]
+
+    def claims(self) -> list[dict[str, Any]]:
+        out = []
+        for paper, cfg in self.papers.items():
+            for claim in cfg.get("claims", []) or []:
+                out.append({"paper": paper, **claim})
+        return out

@@ -1,0 +1,341 @@
+"""Expanding one table or figure of a paper config: its grids' axes × vocabulary → cells, each
+cell's run settings (protocol, grid and axis patches, look-up tables, the scale) → run ids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from itertools import product
+from typing import Any
+
+from fedhet import catalog, names
+from fedhet.config import ConfigError, resolve_run, run_id
+from fedhet.experiments.cells import Cell, Item
+from fedhet.experiments.jobs import calibration_job, cost_factor
+from fedhet.experiments.kinds import TABLE_KINDS
+from fedhet.experiments.loading import (
+    ExperimentError,
+    Loader,
+    get_path,
+    merge_settings,
+    plain_copy,
+    set_path,
+)
+from fedhet.experiments.scaling import apply_scale
+
+
+def _vocab_entry(proto: dict[str, Any], axis: str, key: str, file: str, where: str):
+    values = proto["values"].get(axis)
+    if values is None:
+        raise ExperimentError(
+            file,
+            where,
+            f"axis '{axis}' has no values in protocol {proto['name']}; "
+            f"valid axes: {', '.join(sorted(proto['values']))}",
+        )
+    if key not in values:
+        raise ExperimentError(
+            file,
+            where,
+            f"unknown {axis} '{key}' in protocol {proto['name']}; valid: {', '.join(values)}",
+        )
+    entry = values[key] or {}
+    return entry.get("label", key), entry.get("set") or {}
+
+
+def _posthoc_of(proto: dict[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """Calibration settings of a cell: the `posthoc` patches of its axis values, in axis order
+    (fedhet.posthoc.settings keys). A cell is post-hoc when they name a `method`."""
+    out: dict[str, Any] = {}
+    for axis, value in labels.items():
+        entry = (proto["values"].get(axis) or {}).get(value) or {}
+        out.update(entry.get("posthoc") or {})
+    return out
+
+
+def _merge_runtime(existing: dict[str, Any], new: Mapping[str, Any]) -> None:
+    """Two cells naming one run may ask for different extras (runtime is not part of the id):
+    keep the union of the rounds whose snapshots / client models are saved."""
+    rt = existing.setdefault("runtime", {})
+    for key in ("snapshot_rounds", "save_client_models"):
+        extra = (new.get("runtime") or {}).get(key) or []
+        if extra:
+            rt[key] = sorted({*(rt.get(key) or []), *extra})
+
+
+def _last_round_runtime(run: dict[str, Any]) -> dict[str, Any]:
+    """`-1` in runtime.save_client_models / snapshot_rounds = the last round at this scale."""
+    rt = run.get("runtime") or {}
+    rounds = (run.get("training") or {}).get("rounds", 10)
+    for key in ("snapshot_rounds", "save_client_models"):
+        if -1 in (rt.get(key) or []):
+            rt[key] = sorted({rounds if r == -1 else int(r) for r in rt[key]})
+    return run
+
+
+def _lookup(
+    values: Mapping[str, Any], by: list[str], labels: Mapping[str, str]
+) -> tuple[bool, Any]:
+    node: Any = values
+    for axis in by:
+        label = labels.get(axis)
+        if not isinstance(node, Mapping) or label not in node:
+            return False, None
+        node = node[label]
+    return True, node
+
+
+def _check_lookup_keys(lookup: dict, proto: dict[str, Any], file: str, where: str) -> None:
+    """Every key of a look-up table must be a vocabulary key (catches typos)."""
+
+    def walk(node: Any, depth: int, path: str) -> None:
+        if depth == len(lookup["by"]):
+            return
+        axis = lookup["by"][depth]
+        valid = proto["values"].get(axis, {})
+        if not isinstance(node, Mapping):
+            raise ExperimentError(file, f"{where}{path}", f"expected a mapping keyed by {axis}")
+        for key, child in node.items():
+            if key not in valid:
+                raise ExperimentError(
+                    file,
+                    f"{where}{path}.{key}",
+                    f"unknown {axis} '{key}'; valid: {', '.join(valid)}",
+                )
+            walk(child, depth + 1, f"{path}.{key}")
+
+    walk(lookup.get("values") or {}, 0, "")
+
+
+def _axes_of(grid: dict[str, Any], file: str, where: str) -> list[tuple[str, list[str]]]:
+    axes = []
+    for axis, values in (grid.get("axes") or {}).items():
+        if isinstance(values, str):
+            values = [values]
+        if not isinstance(values, list) or not values:
+            raise ExperimentError(file, f"{where}.axes.{axis}", "must be a non-empty list")
+        axes.append((axis, [str(v) for v in values]))
+    return axes
+
+
+def _row_column(
+    grid: dict[str, Any], spec: dict[str, Any], display: dict[str, str], axes: list
+) -> tuple[str, str]:
+    names = [a for a, _ in axes]
+    rows = grid.get("rows", [a for a in spec.get("rows", []) if a in names])
+    cols = grid.get("columns", [a for a in spec.get("columns", []) if a in names])
+    row_parts = [display[a] for a in rows]
+    if grid.get("row_label"):
+        row_parts.append(str(grid["row_label"]))
+    col_parts = [display[a] for a in cols]
+    if grid.get("column_label"):
+        col_parts.append(str(grid["column_label"]))
+    return " · ".join(row_parts), " · ".join(col_parts)
+
+
+def _reference_for(grid: dict[str, Any], spec: dict, labels: dict[str, str], axes: list, metrics):
+    """Transcribed paper values of one cell: grid `reference` nested by row axes, column axes,
+    then metric (the metric level is left out when the grid shows one metric)."""
+    ref = grid.get("reference")
+    if ref is None:
+        return {}
+    names = [a for a, _ in axes]
+    rows = grid.get("rows", [a for a in spec.get("rows", []) if a in names])
+    cols = grid.get("columns", [a for a in spec.get("columns", []) if a in names])
+    node: Any = ref
+    for axis in [*rows, *cols]:
+        if not isinstance(node, Mapping) or labels[axis] not in node:
+            return {}
+        node = node[labels[axis]]
+    if len(metrics) == 1 and not (isinstance(node, Mapping) and metrics[0] in node):
+        return {metrics[0]: node}
+    if not isinstance(node, Mapping):
+        return {}
+    return {m: node[m] for m in metrics if m in node}
+
+
+def _restrict(axes: list, scale: Mapping[str, Any], target: str, where: str) -> list:
+    """Axis values kept at this scale: the scale's `restrict.<paper>_<id>.<axis>` list (a
+    table too costly to run whole at a small scale), in the grid's order."""
+    keep = (scale.get("restrict") or {}).get(target) or {}
+    out = []
+    for axis, values in axes:
+        if axis in keep:
+            wanted = {str(v) for v in keep[axis]}
+            values = [v for v in values if v in wanted]
+            if not values:
+                raise ExperimentError(
+                    "config/scales", f"restrict.{target}.{axis}", f"leaves no value in {where}"
+                )
+        out.append((axis, values))
+    return out
+
+
+def expand_item(
+    loader: Loader,
+    paper: str,
+    item_id: str,
+    spec: dict[str, Any],
+    is_figure: bool,
+    scale: dict[str, Any],
+    seeds: list[int],
+    runs: dict[str, dict[str, Any]],
+    skip_plugins: Iterable[str] = (),
+    calibrations: dict[str, dict[str, Any]] | None = None,
+) -> Item:
+    file = str(loader.paper_file(paper))
+    section = "figures" if is_figure else "tables"
+    base = f"{section}.{item_id}"
+    kind = spec.get("kind", "curve" if is_figure else "accuracy")
+    valid_kinds = names.figure_kinds() if is_figure else TABLE_KINDS
+    if kind not in valid_kinds:
+        raise ExperimentError(
+            file, f"{base}.kind", f"unknown kind '{kind}'; valid: {', '.join(valid_kinds)}"
+        )
+    default_metrics = [spec.get("metric", "test_acc")] if is_figure else spec.get("metrics", ["acc"])
+    seeds = [int(s) for s in spec.get("seeds") or seeds]  # an item may run its own seeds
+    cells: list[Cell] = []
+    for g, grid in enumerate(spec.get("grids") or []):
+        where = f"{base}.grids[{g}]"
+        proto_name = grid.get("protocol", spec.get("protocol"))
+        if not proto_name:
+            raise ExperimentError(
+                file, f"{where}.protocol", "missing (set it on the grid or table)"
+            )
+        if "/" not in proto_name:
+            proto_name = f"{paper}/{proto_name}"
+        proto = loader.protocol(paper, proto_name, file)
+        for li, lookup in enumerate(proto["lookups"]):
+            _check_lookup_keys(lookup, proto, proto["file"], f"lookups[{li}]({lookup['key']})")
+        axes = _restrict(_axes_of(grid, file, where), scale, f"{paper}_{item_id}", where)
+        metrics = grid.get("metrics", default_metrics)
+        for combo in product(*[values for _, values in axes]):
+            labels: dict[str, str] = dict(proto["defaults"])
+            labels.update({axis: value for (axis, _), value in zip(axes, combo, strict=True)})
+            display: dict[str, str] = {}
+            patch: dict[str, Any] = merge_settings(proto["settings"], grid.get("set") or {})
+            quoted = None
+            for axis, value in labels.items():
+                label, vpatch = _vocab_entry(proto, axis, value, file, f"{where}.axes.{axis}")
+                display[axis] = str(label)
+                patch = merge_settings(patch, vpatch)
+                quoted = quoted or _quoted_of(proto, axis, value)
+            for lookup in proto["lookups"]:
+                found, value = _lookup(lookup.get("values") or {}, lookup["by"], labels)
+                if found:
+                    set_path(patch, lookup["key"], value)
+                elif not lookup.get("partial", False):
+                    missing = ".".join(labels.get(a, "?") for a in lookup["by"])
+                    raise ExperimentError(
+                        proto["file"],
+                        f"lookups({lookup['key']}).values.{missing}",
+                        f"no value for this cell of {paper} {item_id}",
+                    )
+            row, column = _row_column(grid, spec, display, axes)
+            cell = Cell(
+                paper=paper,
+                item=item_id,
+                grid=g,
+                labels=labels,
+                display=display,
+                row=row,
+                column=column,
+                metrics=list(metrics),
+                reference=_reference_for(grid, spec, labels, axes, metrics),
+                quoted=quoted,
+            )
+            patch, pending = _without_pending(patch, skip_plugins, file, f"{where} cell {labels}")
+            scaled = _last_round_runtime(apply_scale({**patch, "seed": seeds[0]}, scale, file))
+            try:
+                first = resolve_run(scaled)
+            except ConfigError as err:
+                raise ExperimentError(
+                    file, f"{where} cell {labels}", f"{err} (after applying the scale)"
+                ) from None
+            _check_names(first, file, f"{where} cell {labels}")
+            cell.settings = first
+            if kind == "settings":
+                key = spec.get("setting_key", "training.lr")
+                cell.values = {m: get_path(first, key) for m in metrics}
+            elif "cost" in metrics:
+                cell.values = {"cost_factor": cost_factor(first)}
+            if not pending and not quoted and kind != "settings":
+                for seed in seeds:
+                    # the seed changes nothing else of the resolved settings
+                    resolved = first if seed == seeds[0] else {**plain_copy(first), "seed": seed}
+                    rid = run_id(resolved)
+                    _merge_runtime(runs.setdefault(rid, resolved), resolved)
+                    cell.run_ids.append(rid)
+                posthoc = _posthoc_of(proto, labels)
+                if posthoc.get("method"):
+                    for rid in cell.run_ids:
+                        cid, job = calibration_job(rid, posthoc, file, f"{where} cell {labels}")
+                        if calibrations is not None:
+                            calibrations.setdefault(cid, job)
+                        cell.calibrations.append(cid)
+            if pending and not quoted and kind != "settings":
+                skipped = [n for n in pending if n in skip_plugins]
+                cell.pending = (
+                    f"method skipped by config (skip_plugins): {', '.join(skipped)}"
+                    if skipped
+                    else f"method not implemented yet: {', '.join(pending)}"
+                )
+            cells.append(cell)
+    if not cells:
+        raise ExperimentError(file, f"{base}.grids", "no grids: a table or figure needs one")
+    restricted = (scale.get("restrict") or {}).get(f"{paper}_{item_id}")
+    if restricted:
+        shown = "; ".join(f"{a}: {', '.join(map(str, v))}" for a, v in restricted.items())
+        spec = {**spec, "scale_note": f"This scale runs only {shown} (config/scales → restrict)."}
+    return Item(paper=paper, id=item_id, kind=kind, is_figure=is_figure, spec=spec, cells=cells)
+
+
+def _check_names(run: dict[str, Any], file: str, where: str) -> None:
+    checks = (
+        ("dataset.name", run["dataset"]["name"], names.datasets(), "dataset"),
+        ("model.name", run["model"]["name"], names.models(), "model"),
+        ("partition.scheme", run["partition"]["scheme"], names.schemes(), "partition scheme"),
+    )
+    for key, value, valid, kind in checks:
+        if value not in valid:
+            raise ExperimentError(
+                file, f"{where} → {key}", f"unknown {kind} '{value}'; valid: {', '.join(valid)}"
+            )
+
+
+def _without_pending(
+    patch: dict[str, Any], skip: Iterable[str], file: str, where: str
+) -> tuple[dict[str, Any], list[str]]:
+    """The cell's settings without the methods that cannot run yet (declared but not
+    implemented, or skipped by config), and their names. A pending algorithm is replaced by
+    FedAvg so that the cell still shows its other settings."""
+    pending = []
+    algo = (patch.get("algorithm") or {}).get("name")
+    if algo is not None:
+        decl = _declared(algo, "algorithm", file, f"{where} → algorithm.name")
+        if not decl.implemented:
+            pending.append(algo)
+            patch = {**patch, "algorithm": {"name": "fedavg"}}
+    kept = []
+    for plugin in patch.get("plugins") or []:
+        decl = _declared(plugin.get("name"), "plugin", file, f"{where} → plugins")
+        if not decl.implemented or decl.name in skip:
+            pending.append(decl.name)
+        else:
+            kept.append(plugin)
+    if "plugins" in patch:
+        patch = {**patch, "plugins": kept}
+    return patch, pending
+
+
+def _declared(name: Any, kind: str, file: str, where: str):
+    valid = catalog.names(kind)
+    if name not in valid:
+        raise ExperimentError(file, where, f"unknown {kind} '{name}'; valid: {', '.join(valid)}")
+    return catalog.method(name)
+
+
+def _quoted_of(proto: dict[str, Any], axis: str, value: str) -> str | None:
+    """The source of a number the paper quotes from elsewhere (a vocabulary entry with
+    `quoted: <source>`): such a cell shows the paper's number and has no run of ours."""
+    entry = (proto["values"].get(axis) or {}).get(value) or {}
+    return entry.get("quoted")

@@ -1,0 +1,56 @@
+"""FedDF — ensemble distillation for model fusion (Lin et al., NeurIPS 2020): declaration
+(torch-free). The plug-in is in `fedhet.methods.feddf.plugin`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fedhet.declare import DatasetParam, Method, Param
+
+
+def _reads_datasets(run: Mapping[str, Any], params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The unlabeled images' dataset (none for `noise`)."""
+    if params["unlabeled"] == "noise":
+        return []
+    return [{"name": params["unlabeled"], "options": params["unlabeled_options"] or {}}]
+
+
+DECLARATIONS = [
+    Method(
+        name="feddf",
+        kind="plugin",
+        summary="FedDF (Lin et al., NeurIPS 2020): server-side ensemble distillation after "
+        "aggregation",
+        module="fedhet.methods.feddf.plugin",
+        version=2,  # 2: early stopping on validation images, best student kept
+        params={
+            "unlabeled": Param(
+                "cifar100", "dataset name, or 'noise'; FedDF's choice for CIFAR-10"
+            ),
+            "unlabeled_options": Param(
+                {}, "dataset options (images are converted to the run's shape)"
+            ),
+            "unlabeled_size": Param(
+                None, "None = every training image of the unlabeled dataset"
+            ),
+            "steps": Param(
+                1000, "most steps a round; assumed: FedDF allows 10^4 (with early stopping)"
+            ),
+            "validation_size": Param(
+                500,
+                "assumed: labelled validation images for early stopping; 0 = no validation "
+                "(all `steps`, last student kept)",
+            ),
+            "eval_every": Param(100, "assumed: validate every this many steps"),
+            "patience": Param(1000, "FedDF: stop after 10^3 steps without improvement"),
+            "batch_size": Param(None, "None = training.batch_size (FedDF: 64)"),
+            "lr": Param(1.0e-3, "FedDF: Adam, lr 1e-3"),
+            "temperature": Param(1.0, "FedDF code default KL temperature"),
+            "augment": Param(True, "assumed: the training augmentation on the unlabeled images"),
+            "seed": Param(0, "which unlabeled subset when unlabeled_size is set"),
+        },
+        dataset_params=(DatasetParam("unlabeled", "unlabeled_options"),),
+        reads_datasets=_reads_datasets,
+    )
+]

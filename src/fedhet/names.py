@@ -1,0 +1,65 @@
+"""One list of valid names per kind (torch-free), read from the registries and declarations.
+
+The workflow's schemas list some of these names too (for editors and early errors);
+`tests/test_names.py` checks that they agree with this module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# The five papers this workflow reproduces (config/papers/<paper>.yaml each).
+PAPERS = ("vhl", "fedlgd", "fedimpro", "ccvr", "fedbr")
+
+
+def datasets() -> list[str]:
+    from fedhet.data import DATASETS
+
+    return DATASETS.names()
+
+
+def standin_datasets() -> list[str]:
+    """Datasets built offline (nothing to download)."""
+    from fedhet.data import DATASETS
+
+    return [name for name in DATASETS.names() if DATASETS.get(name).source == "stand-in"]
+
+
+def models() -> list[str]:
+    from fedhet.models import MODELS
+
+    return MODELS.names()
+
+
+def schemes() -> list[str]:
+    from fedhet.partition import SCHEMES
+
+    return SCHEMES.names()
+
+
+def methods(kind: str, implemented: bool | None = None) -> list[str]:
+    from fedhet import catalog
+
+    return catalog.names(kind, implemented)
+
+
+def table_kinds() -> list[str]:
+    from fedhet.experiments.kinds import TABLE_KINDS
+
+    return list(TABLE_KINDS)
+
+
+def figure_kinds() -> list[str]:
+    from fedhet.figures.kinds import FIGURE_KINDS
+
+    return FIGURE_KINDS.names()
+
+
+def table_metrics() -> list[str]:
+    from fedhet.tables import METRICS
+
+    return METRICS.names()
+
+
+def scales(root: str | Path = ".") -> list[str]:
+    return sorted(p.stem for p in (Path(root) / "config" / "scales").glob("*.yaml"))

@@ -1,0 +1,229 @@
+"""The paper-like layout of a table's long lines, as Markdown and HTML; each cell reads
+`paper / ours (ours − paper)`, a pending one `paper / pending`, a quoted one `paper (quoted)`."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fedhet.tables.metrics import TARGET, lookup
+from fedhet.tables.schema import CONFIG, PENDING, QUOTED, is_nan
+
+# metrics a cell's calibration gain is printed next to (CCVR), in parentheses
+GAIN_HOSTS = ("acc", "last_acc")
+QUOTED_MARK = "(quoted)"
+
+
+def fmt(value: Any, metric: str, std: Any = None) -> str:
+    """A value as the paper prints it: `–` when not printed, `Nan`, digits by metric, `±std`."""
+    if value is None:
+        return "–"
+    if is_nan(value):
+        return "Nan"
+    known = lookup(metric)
+    text = known.text(value) if known is not None else f"{value:.2f}"
+    if std is not None and not is_nan(std):
+        text += f"±{std:.2f}"
+    return text
+
+
+def header_of(metric: str) -> str:
+    """The printed name of a metric (the name itself for an unknown one)."""
+    known = lookup(metric)
+    return metric if known is None else known.header
+
+
+def cell_text(line: Mapping[str, Any]) -> str:
+    """One cell: `paper / ours (delta)`; `paper / pending`; `paper (quoted)`."""
+    metric = line["metric"]
+    paper = fmt(line["paper_value"], metric, line.get("paper_std"))
+    if line["status"] == PENDING:
+        return f"{paper} / pending"
+    if line["status"] == QUOTED:
+        return f"{paper} {QUOTED_MARK}"
+    ours = fmt(line["our_mean"], metric, line.get("our_std"))
+    if line["status"] == CONFIG:
+        return f"{paper} / {ours}"
+    text = f"{paper} / {ours}"
+    if not is_nan(line["delta"]):
+        text += f" ({line['delta']:+.2f})"
+    return text
+
+
+def _gain_text(line: Mapping[str, Any] | None, value_key: str) -> str:
+    value = None if line is None else line[value_key]
+    if value is None or is_nan(value) or (line["status"] == PENDING and value_key == "our_mean"):
+        return ""
+    return f" ({'↑' if value >= 0 else '↓'}{abs(value):.2f})"
+
+
+def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None) -> str:
+    """An accuracy cell with its calibration gain in parentheses, as CCVR prints it:
+    `paper (↑gain) / ours (↑gain) (ours − paper)`."""
+    metric = acc["metric"]
+    paper = fmt(acc["paper_value"], metric, acc.get("paper_std")) + _gain_text(gain, "paper_value")
+    if acc["status"] == PENDING:
+        return f"{paper} / pending"
+    if acc["status"] == QUOTED:
+        return f"{paper} {QUOTED_MARK}"
+    ours = fmt(acc["our_mean"], metric, acc.get("our_std")) + _gain_text(gain, "our_mean")
+    text = f"{paper} / {ours}"
+    if not is_nan(acc["delta"]):
+        text += f" ({acc['delta']:+.2f})"
+    return text
+
+
+def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
+    """The paper-like grid: header + body rows; block headers where rows have a block part.
+    A `gain` next to an accuracy of the same cell (CCVR's calibrations) is shown inside the
+    accuracy cell, in parentheses, as the paper prints it (the CSV keeps it as its own line)."""
+    spec = payload["spec"]
+    target = TARGET.name
+    gains = {(ln["row"], ln["column"]): ln for ln in lines if ln["metric"] == "gain"}
+    accs = {(ln["row"], ln["column"]) for ln in lines if ln["metric"] in GAIN_HOSTS}
+    if gains and set(gains) <= accs:
+        lines = [ln for ln in lines if ln["metric"] != "gain"]
+    else:
+        gains = {}
+    metrics: list[str] = []
+    columns: list[str] = []
+    for ln in lines:
+        if ln["metric"] == target:
+            continue
+        if ln["metric"] not in metrics:
+            metrics.append(ln["metric"])
+        if ln["column"] not in columns:
+            columns.append(ln["column"])
+    heads = [(m, c) for m in metrics for c in columns]
+    used = {(ln["metric"], ln["column"]) for ln in lines}
+    heads = [h for h in heads if h in used]
+    if len(metrics) == 1:
+        header = ["", *[c or header_of(m) for m, c in heads]]
+    else:
+        header = ["", *[f"{header_of(m)} {c}".strip() for m, c in heads]]
+    targets = {ln["row"]: ln for ln in lines if ln["metric"] == target}
+    body: list[list[str]] = []
+    by_row: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+    order: list[str] = []
+    for ln in lines:
+        if ln["metric"] == target:
+            continue
+        if ln["row"] not in by_row:
+            by_row[ln["row"]] = {}
+            order.append(ln["row"])
+        by_row[ln["row"]][(ln["metric"], ln["column"])] = ln
+    blocks = len(spec.get("rows", [])) >= 2
+    # a target per whole row (FedImpro Table 2) gets its own first column; a target per block of
+    # rows (VHL Tables 1, 2, 4, 5) goes into the block's header line
+    row_targets = any(row in targets for row in order)
+    if row_targets:
+        header.insert(1, TARGET.header)
+    current = None
+    for row in order:
+        name = row
+        if blocks and " · " in row:
+            block, name = row.split(" · ", 1)
+            if block != current:
+                current = block
+                title = f"**{block}**"
+                if block in targets:
+                    t = targets[block]
+                    title += (
+                        f" (target ACC: paper {fmt(t['paper_value'], target)}"
+                        f" / ours {fmt(t['our_mean'], target)}, {t['status']})"
+                    )
+                body.append([title, *[""] * (len(header) - 1)])
+        cells = by_row[row]
+        line = [name]
+        if row_targets:
+            t = targets.get(row)
+            line.append(
+                f"{fmt(t['paper_value'], target)} / {fmt(t['our_mean'], target)}" if t else ""
+            )
+        texts = []
+        for h in heads:
+            if h not in cells:
+                texts.append("")
+            elif (row, h[1]) in gains and h[0] in GAIN_HOSTS:
+                texts.append(gain_cell_text(cells[h], gains[(row, h[1])]))
+            else:
+                texts.append(cell_text(cells[h]))
+        body.append(line + texts)
+    if row_targets:
+        statuses = sorted({t["status"] for t in targets.values()})
+        body.append([f"target: {', '.join(statuses)}", *[""] * (len(header) - 1)])
+    return header, body
+
+
+def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:
+    """Where the quoted cells' numbers come from ("" when no cell is quoted)."""
+    quoted = [ln.get("note") or "" for ln in lines if ln["status"] == QUOTED]
+    return ", ".join(dict.fromkeys(quoted))
+
+
+def render_markdown(
+    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = ""
+) -> str:
+    """The table as Markdown: title, legend, notes and the paper-like grid."""
+    header, body = layout(lines, payload)
+    spec = payload["spec"]
+    note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
+    out = [f"# {payload['paper'].upper()} {spec.get('title', payload['id'])}", ""]
+    legend = (
+        f"Scale: `{scale}`. Each cell: paper / ours (ours − paper). "
+        "`pending`: the method is not implemented yet. `Nan`: target never reached "
+        "or training diverged."
+    )
+    sources = _quoted_sources(lines)
+    if sources:
+        legend += f" `{QUOTED_MARK}`: a number the paper quotes ({sources}); not run here."
+    out.append(legend)
+    if note:
+        out += ["", note]
+    out.append("")
+    out.append("| " + " | ".join(header) + " |")
+    out.append("|" + "|".join(["---"] * len(header)) + "|")
+    for row in body:
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
+
+
+def render_html(
+    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = ""
+) -> str:
+    """The table as a standalone HTML page (the same grid as the Markdown)."""
+    header, body = layout(lines, payload)
+    spec = payload["spec"]
+    note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
+    sources = _quoted_sources(lines)
+    quoted = (
+        f"<i>{QUOTED_MARK}</i>: a number the paper quotes ({html.escape(sources)}); not run here. "
+        if sources
+        else ""
+    )
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        (
+            "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+            "td:first-child{text-align:left}</style></head><body>"
+        ),
+        f"<h3>{html.escape(payload['paper'].upper())} {html.escape(spec.get('title', ''))}</h3>",
+        (
+            f"<p>Scale <b>{html.escape(scale)}</b>. Each cell: paper / ours (ours − paper). "
+            "<i>pending</i>: method not implemented yet; <i>Nan</i>: target never reached or "
+            f"diverged. {quoted}{html.escape(note)}</p>"
+        ),
+        "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>",
+    ]
+    for row in body:
+        first = row[0]
+        if first.startswith("**"):
+            parts.append(
+                f"<tr><td colspan='{len(header)}'><b>{html.escape(first.strip('*'))}</b></td></tr>"
+            )
+            continue
+        parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
+    parts.append("</table></body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,61 @@
+"""One list of valid names per kind (fedhet.names): the workflow's schemas agree with it, and
+it is read from the registries and declarations, never mirrored."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from fedhet import names
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMAS = ROOT / "workflow" / "schemas"
+
+
+def schema(name: str) -> dict:
+    return yaml.safe_load((SCHEMAS / name).read_text())
+
+
+def test_schema_enums_agree_with_the_package():
+    paper = schema("paper.schema.yaml")["properties"]
+    config = schema("config.schema.yaml")["properties"]
+    assert paper["paper"]["enum"] == list(names.PAPERS)
+    assert sorted(config["papers"]["items"]["enum"]) == sorted(names.PAPERS)
+    table = paper["tables"]["additionalProperties"]["properties"]
+    figure = paper["figures"]["additionalProperties"]["properties"]
+    assert table["kind"]["enum"] == names.table_kinds()
+    assert sorted(figure["kind"]["enum"]) == sorted(names.figure_kinds())
+    assert sorted(table["metrics"]["items"]["enum"]) == sorted(names.table_metrics())
+
+
+def test_every_paper_has_a_config_and_every_scale_a_file():
+    assert sorted(p.stem for p in (ROOT / "config" / "papers").glob("*.yaml")) == sorted(
+        names.PAPERS
+    )
+    assert names.scales(ROOT) == ["demo", "paper", "small"]
+
+
+def test_names_come_from_the_registries():
+    from fedhet.data import DATASETS
+
+    assert names.datasets() == DATASETS.names()
+    # FedLGD's datasets are registered, so they are valid everywhere
+    assert {"synthdigits", "mnistm", "retina", "cifar10c"} <= set(names.datasets())
+    assert set(names.standin_datasets()) == {"digits10", "digits100", "digits_domains"}
+    assert "convnet" in names.models() and "dirichlet" in names.schemes()
+    assert "fedavg" in names.methods("algorithm", implemented=True)
+    assert "fedimpro" in names.methods("plugin", implemented=False)
+
+
+def test_listing_names_imports_no_torch():
+    import subprocess
+
+    code = (
+        "import sys; from fedhet import names; "
+        "[f() for f in (names.datasets, names.models, names.schemes, names.figure_kinds, "
+        "names.table_metrics, names.table_kinds)]; names.methods('plugin'); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,36 @@
+# Cached artefacts: one rule per artefact family a method declares (fedhet.catalog; today VHL's
+# virtual datasets), one job per artefact key, written to resources/datasets/<family>/<key>.pt
+# (+ .sha256) where the method's code looks for it. Which artefacts a run reads is computed with
+# the run (fedhet.experiments.jobs.artefacts): every run that needs one lists it as an input, so
+# it is built once and shared by all of them.
+
+for _family in ARTEFACT_FAMILIES.values():
+
+    rule:
+        name:
+            f"artefact_{_family.name}"
+        input:
+            lambda wildcards, f=_family: artefact_sources(f.name, wildcards.key),
+        output:
+            data=f"resources/datasets/{_family.name}/{{key}}.pt",
+            checksum=f"resources/datasets/{_family.name}/{{key}}.pt.sha256",
+        log:
+            f"resources/logs/{_family.name}/{{key}}.log",
+        benchmark:
+            f"resources/benchmarks/{_family.name}/{{key}}.tsv"
+        wildcard_constraints:
+            key=alternation(artefact_keys(_family.name)),
+        conda:
+            "../../envs/fedhet.yaml"
+        threads: RES["threads"]
+        resources:
+            mem_mb=RES["mem_mb"],
+            runtime=lambda wildcards, attempt, f=_family: int(
+                RES["runtime_base"] * f.runtime_factor * attempt
+            ),
+        params:
+            settings=lambda wildcards, f=_family: artefact_settings(
+                f.name, wildcards.key
+            ),
+        shell:
+            _family.command + " > {log} 2>&1"
