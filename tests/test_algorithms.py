@@ -99,6 +99,33 @@ def test_scaffold_code_variant_drops_the_participation_factor():
     assert torch.allclose(alg.c, t(2.0))
 
 
+@pytest.mark.parametrize("average, expected", [
+    # x + η_g Σ (n_i/Σn)(y_i − x) with η_g = 0.5, n = (10, 30): 1 + 0.5·(0.25·1 + 0.75·3)
+    ("samples", 1.0 + 0.5 * (0.25 * 1.0 + 0.75 * 3.0)),
+    # x + η_g (1/|S|) Σ (y_i − x), Alg. 1: 1 + 0.5·(1 + 3)/2
+    ("mean", 1.0 + 0.5 * (1.0 + 3.0) / 2),
+])
+def test_scaffold_model_average_by_samples_or_plain_mean(average, expected):
+    alg = make("scaffold", num_clients=4, global_lr=0.5, model_average=average)
+    alg.setup(t(0.0))
+    ups = [update(0, t(2.0), n=10), update(1, t(4.0), n=30)]
+    for u in ups:
+        u.extra["delta_c"] = t(0.0)
+    params, _ = alg.aggregate(1, t(1.0), t(), ups)
+    assert torch.allclose(params, t(expected))
+
+
+def test_scaffold_model_average_default_keeps_run_ids():
+    """The option came later: at its default it leaves the run id of a SCAFFOLD run alone."""
+    from fedhet.config import run_id
+
+    plain = resolve_run({"algorithm": {"name": "scaffold"}})
+    spelled = resolve_run({"algorithm": {"name": "scaffold",
+                                         "params": {"model_average": "samples"}}})
+    mean = resolve_run({"algorithm": {"name": "scaffold", "params": {"model_average": "mean"}}})
+    assert run_id(plain) == run_id(spelled) != run_id(mean)
+
+
 def test_fednova_normaliser_with_and_without_momentum():
     assert make("fednova").normaliser(7) == 7.0
     rho, tau = 0.9, 3

@@ -55,12 +55,12 @@ def test_set_reaches_into_lists(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["run-id", "--config-json", '{"trainin": {}}'], "unknown setting 'trainin'"),
-    (["run-id", "--config-json", '{"model": {"name": "x"}}', "--set", "training.rounds=0"],
-     "training.rounds must be a positive integer"),
+    (["run-id", "--config-json", '{"model": {"name": "cnn4"}}', "--set", "training.rounds=0"],
+     "training.rounds' is 0; allowed: an integer >= 1"),
     (["run-id", "--config-json", '{"plugins": []}', "--set", "plugins.0.name=vhl"],
      "not an index of the 0-item list at 'plugins'"),
-    (["run-id", "--config-json", '{"model": {"name": "x"}}', "--set", "runtime.checkpoint_every=0"],
-     "runtime.checkpoint_every must be a positive integer"),
+    (["run-id", "--config-json", '{"model": {"name": "cnn4"}}', "--set", "runtime.checkpoint_every=0"],
+     "runtime.checkpoint_every' is 0"),
     (["prepare-data", "--dataset", "cifar10", "--root", "{tmp}"], "--download"),
     (["prepare-data", "--dataset", "imagenet22k"], "valid: .*cifar10"),
     (["evaluate", "--run", "{tmp}"], "resolved.yaml"),

@@ -199,7 +199,7 @@ def test_bad_names_and_keys_are_reported(data_root, tmp_path):
         resolve_run({**run, "training": {"lrr": 0.1}})
     with pytest.raises(ConfigError, match="valid: .*fedavg"):
         resolve_run({**run, "algorithm": {"name": "fedavgx"}})
-    with pytest.raises(KeyError, match="valid: .*resnet18"):
+    with pytest.raises(ConfigError, match="valid: .*resnet18"):
         train({**run, "model": {"name": "resnet19"}}, tmp_path / "o", log=lambda m: None)
-    with pytest.raises(KeyError, match="valid: .*digits10"):
+    with pytest.raises(ConfigError, match="valid: .*digits10"):
         train({**run, "dataset": {"name": "cifar11"}}, tmp_path / "o", log=lambda m: None)

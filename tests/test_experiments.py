@@ -357,7 +357,7 @@ def edit(path: Path, func) -> None:
             lambda d: d["protocols"]["baseline"]["values"]["dataset"]["cifar10"]["set"][
                 "model"
             ].update(name="resnet19"),
-            r"unknown model 'resnet19'; valid: .*resnet18",
+            r"cell .*unknown model 'resnet19' at 'model\.name'; valid: .*resnet18",
         ),
     ],
 )

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedhet.declare import ConfigError
 from fedhet.models import MODELS, FedModel, build_model, model_options
 from fedhet.registry import UnknownNameError
 
@@ -171,9 +172,9 @@ def test_unknown_model_lists_valid_names() -> None:
 
 
 def test_unknown_option_is_named() -> None:
-    with pytest.raises(TypeError, match="proj_dmi"):
+    with pytest.raises(ConfigError, match="proj_dmi"):
         build_model("simplecnn", 10, 3, 32, proj_dmi=64)
-    with pytest.raises(TypeError, match="dropout"):
+    with pytest.raises(ConfigError, match="dropout"):
         build_model("resnet18", 10, 3, 32, width=NARROW, dropout=0.1)
 
 

@@ -5,9 +5,12 @@ A killed process never leaves a half-written result behind.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -17,11 +20,46 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+_HOST = socket.gethostname()
+# A temporary file untouched this long belongs to no live writer, whatever host wrote it.
+STALE_SECONDS = 3600.0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete the temporary files of earlier writes to `path` that were killed mid-write: those
+    of a process of this host that no longer runs, and any untouched for `STALE_SECONDS`."""
+    removed = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        parts = tmp.name[len(path.name) + 2:-len(".tmp")].rsplit(".", 2)  # host, pid, random
+        try:
+            owner_gone = (len(parts) == 3 and parts[0] == _HOST
+                          and not _pid_alive(int(parts[1])))
+            if owner_gone or time.time() - tmp.stat().st_mtime > STALE_SECONDS:
+                tmp.unlink()
+                removed.append(tmp)
+        except (ValueError, OSError):
+            continue
+    return removed
+
+
 def write_with(path: str | os.PathLike, writer: Callable[[IO[bytes]], None]) -> Path:
-    """Call `writer(fh)` on a temporary file next to `path` and rename it into place."""
+    """Call `writer(fh)` on a temporary file next to `path` and rename it into place (first
+    removing what killed writes to `path` left behind)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}.{os.getpid()}.",
+                               suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
         with os.fdopen(fd, "wb") as fh:

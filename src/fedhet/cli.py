@@ -51,7 +51,12 @@ def _set_dotted(run: dict[str, Any], assignment: str) -> None:
     for depth, part in enumerate(path):
         index = slot(node, part, depth)
         node = node.setdefault(index, {}) if isinstance(node, dict) else node[index]
-    node[slot(node, leaf, len(path))] = yaml.safe_load(raw)
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--set {key}: value {raw!r} is not valid YAML "
+                          f"({' '.join(str(err).split())})") from None
+    node[slot(node, leaf, len(path))] = value
 
 
 def _load_run(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,7 +88,12 @@ def cmd_run_id(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare_data(args: argparse.Namespace) -> int:
-    from fedhet.data import DATASETS, prepare_dataset
+    from fedhet.data import (
+        DATASETS,
+        prepare_dataset,
+        resolve_options,
+        verify_cache_file,
+    )
 
     options = dict(args.options or {})
     if args.download:
@@ -91,7 +101,9 @@ def cmd_prepare_data(args: argparse.Namespace) -> int:
             raise ConfigError(f"dataset '{args.dataset}' is not downloaded; "
                               f"see `python -m fedhet.data list` for how it is obtained")
         options["download"] = True
-    print(prepare_dataset(args.dataset, args.root, options))
+    path = prepare_dataset(args.dataset, args.root, options)
+    verify_cache_file(path, args.dataset, resolve_options(args.dataset, options))
+    print(path)
     return 0
 
 

@@ -16,8 +16,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fedhet import catalog
-from fedhet.declare import Param, late_defaults
+from fedhet import catalog, names
+from fedhet.declare import ConfigError, Param, late_defaults, resolve_params
+
+__all__ = ["ConfigError", "SETTINGS", "DEFAULTS", "resolve_run", "run_hash", "run_id", "identity"]
 
 # Bump an entry when a bug fix changes what that part of the package computes: every run gets a
 # new id and retrains (Snakemake does not track the package's code). Methods carry their own
@@ -25,11 +27,15 @@ from fedhet.declare import Param, late_defaults
 CORE_VERSIONS: dict[str, int] = {"engine": 1, "data": 1, "partition": 1}
 
 S = Param
-# Every run setting: default and meaning (`since` > 0: added later, see fedhet.declare). A dict is
-# a section; `options` and `params` are free-form mappings checked by their consumer.
+_POSITIVE = {"kind": "int", "at_least": 1}
+# Every run setting: default, meaning and what it accepts (`since` > 0: added later, see
+# fedhet.declare). A dict is a section; `options` and `params` are free-form mappings checked by
+# their consumer (the dataset, the model, the method's declaration).
 SETTINGS: dict[str, Any] = {
-    "name": S("", "readable prefix of the run id; empty = built from the settings"),
-    "seed": S(0, "seed of the partition, the initial model and all client randomness"),
+    "name": S("", "readable prefix of the run id; empty = built from the settings",
+              pattern=r"[A-Za-z0-9._+=-]*"),
+    "seed": S(0, "seed of the partition, the initial model and all client randomness",
+              at_least=0),
     "dataset": {
         "name": S("digits10", "a registered dataset (fedhet.data)"),
         "root": S("resources/datasets", "where datasets are cached"),
@@ -37,18 +43,19 @@ SETTINGS: dict[str, Any] = {
     },
     "partition": {
         "scheme": S("dirichlet", "a partition scheme (fedhet.partition.SCHEMES)"),
-        "num_clients": S(10, "clients in the federation"),
-        "alpha": S(0.1, "Dirichlet concentration (LDA, per-client Dirichlet)"),
-        "classes_per_client": S(2, "classes a client holds (n-class schemes)"),
-        "min_size": S(None, "smallest client; None = the scheme's default"),
+        "num_clients": S(10, "clients in the federation", **_POSITIVE),
+        "alpha": S(0.1, "Dirichlet concentration (LDA, per-client Dirichlet)", above=0),
+        "classes_per_client": S(2, "classes a client holds (n-class schemes)", **_POSITIVE),
+        "min_size": S(None, "smallest client; None = the scheme's default", kind="int",
+                      at_least=0),
         "cap": S(True, "LDA: clients over N/K get no more of a class (official code)"),
         "root": S("resources/partitions", "where partitions are cached"),
-        "file": S(None, "explicit partition file (workflow); None = cached by key"),
+        "file": S(None, "explicit partition file (workflow); None = cached by key", kind="str"),
         "options": S({}, "scheme-specific, e.g. rotation_mode, dominant_fraction, prior"),
     },
     "model": {
         "name": S("simplecnn", "a registered model (fedhet.models)"),
-        "width": S(1.0, "multiplier of channel and hidden-layer counts"),
+        "width": S(1.0, "multiplier of channel and hidden-layer counts", above=0),
         "options": S({}, "model-specific keyword options"),
     },
     "algorithm": {
@@ -57,34 +64,37 @@ SETTINGS: dict[str, Any] = {
     },
     "plugins": S([], "list of {name, params}: plug-ins on top of the algorithm, in order"),
     "training": {
-        "rounds": S(10, "communication rounds"),
-        "clients_per_round": S(5, "clients sampled each round"),
-        "local_epochs": S(1, "passes over the client's data per round"),
-        "local_steps": S(None, "fixed number of local steps instead of epochs"),
-        "batch_size": S(64, "local batch size"),
-        "lr": S(0.01, "client learning rate"),
-        "lr_decay": S(1.0, "multiplied into lr every round"),
-        "momentum": S(0.0, "client SGD momentum"),
-        "weight_decay": S(0.0, "client weight decay"),
+        "rounds": S(10, "communication rounds", **_POSITIVE),
+        "clients_per_round": S(5, "clients sampled each round", **_POSITIVE),
+        "local_epochs": S(1, "passes over the client's data per round", **_POSITIVE),
+        "local_steps": S(None, "fixed number of local steps instead of epochs", **_POSITIVE),
+        "batch_size": S(64, "local batch size", **_POSITIVE),
+        "lr": S(0.01, "client learning rate", above=0),
+        "lr_decay": S(1.0, "multiplied into lr every round", above=0),
+        "momentum": S(0.0, "client SGD momentum", at_least=0, below=1),
+        "weight_decay": S(0.0, "client weight decay", at_least=0),
         "keep_client_optimizer_state": S(False, "clients keep their momentum across rounds"),
-        "augment": S("auto", "auto | none | crop_flip | crop | rotate"),
+        "augment": S("auto", "training augmentation; auto = the dataset's own",
+                     choices=("auto", "none", "crop_flip", "crop", "rotate")),
         "centralized": S(False, "one client holding all data, every round"),
-        "max_grad_norm": S(None, "clip local gradients to this norm; None = no clipping"),
+        "max_grad_norm": S(None, "clip local gradients to this norm; None = no clipping",
+                           kind="number", above=0),
     },
     "eval": {
-        "every": S(1, "evaluate the global model every this many rounds"),
-        "batch_size": S(512, "evaluation batch size"),
+        "every": S(1, "evaluate the global model every this many rounds", **_POSITIVE),
+        "batch_size": S(512, "evaluation batch size", **_POSITIVE),
     },
     # Not part of the identity: how and where it runs, what extra it saves.
     "runtime": {
-        "device": S("auto", "auto | cpu | cuda | cuda:N"),
+        "device": S("auto", "auto | cpu | cuda | cuda:N", pattern=r"auto|cpu|cuda(:\d+)?|mps"),
         "bf16": S(False, "bf16 autocast on GPU"),
         "channels_last": S(False, "channels-last memory format"),
-        "checkpoint_every": S(10, "rounds between checkpoints"),
-        "snapshot_rounds": S([], "rounds whose global model is saved"),
-        "save_client_models": S([], "rounds whose client models are saved"),
-        "log_every": S(1, "rounds between log lines"),
-        "threads": S(None, "torch threads; None = torch's default"),
+        "checkpoint_every": S(10, "rounds between checkpoints", **_POSITIVE),
+        "snapshot_rounds": S([], "rounds whose global model is saved", items="int", at_least=1),
+        "save_client_models": S([], "rounds whose client models are saved", items="int",
+                                at_least=1),
+        "log_every": S(1, "rounds between log lines", **_POSITIVE),
+        "threads": S(None, "torch threads; None = torch's default", **_POSITIVE),
     },
 }
 del S
@@ -104,25 +114,26 @@ IDENTITY_EXCLUDED = ("runtime", "name")
 PATH_KEYS = (("dataset", "root"), ("partition", "root"), ("partition", "file"))
 
 
-class ConfigError(ValueError):
-    """A run setting is missing, misspelled or out of range."""
+def _resolve(node: Mapping[str, Any], given: Any, where: str) -> dict[str, Any]:
+    """The section `node` of SETTINGS with `given` checked against its declarations."""
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"setting '{where.rstrip('.') or 'run'}' must be a mapping, got {given!r}")
+    params = {k: v for k, v in node.items() if isinstance(v, Param)}
+    sections = {k: v for k, v in node.items() if not isinstance(v, Param)}
+    for key in given:
+        if key not in node:
+            raise ConfigError(f"unknown setting '{where}{key}'; valid keys here: "
+                              f"{', '.join(sorted(node))}")
+    out = resolve_params(params, {k: v for k, v in given.items() if k in params}, where)
+    out.update({k: _resolve(sub, given.get(k), f"{where}{k}.") for k, sub in sections.items()})
+    return {key: out[key] for key in node}
 
 
-def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str) -> dict[str, Any]:
-    out = copy.deepcopy(dict(defaults))
-    for key, value in given.items():
-        if key not in defaults:
-            valid = ", ".join(sorted(defaults))
-            raise ConfigError(f"unknown setting '{where}{key}'; valid keys here: {valid}")
-        default = defaults[key]
-        free_form = key in ("options", "params")
-        if isinstance(default, dict) and default and not free_form:
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"setting '{where}{key}' must be a mapping, got {value!r}")
-            out[key] = _merge(default, value, f"{where}{key}.")
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+# Settings that name a registered dataset, model or partition scheme.
+_REGISTERED = (("dataset", "name", names.datasets), ("model", "name", names.models),
+               ("partition", "scheme", names.schemes))
 
 
 def _declared(name: str, kind: str, where: str):
@@ -145,11 +156,15 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises ConfigError naming the offending key.
     """
-    run = _merge(DEFAULTS, given or {}, "")
+    run = _resolve(SETTINGS, given, "")
+    for section, key, valid in _REGISTERED:
+        if run[section][key] not in valid():
+            raise ConfigError(f"unknown {section} '{run[section][key]}' at '{section}.{key}'; "
+                              f"valid: {', '.join(valid())}")
     algo = run["algorithm"]["name"]
     decl = _declared(algo, "algorithm", "algorithm.name")
-    run["algorithm"]["params"] = _merge(
-        decl.defaults(), run["algorithm"]["params"] or {}, f"algorithm.params({algo})."
+    run["algorithm"]["params"] = resolve_params(
+        decl.params, run["algorithm"]["params"], f"algorithm.params({algo})."
     )
     plugins = []
     for i, plugin in enumerate(run["plugins"]):
@@ -157,28 +172,19 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"plugins[{i}] must be a mapping with a 'name'")
         extra = set(plugin) - {"name", "params"}
         if extra:
-            raise ConfigError(f"unknown setting 'plugins[{i}].{sorted(extra)[0]}'")
+            raise ConfigError(f"unknown setting 'plugins[{i}].{sorted(extra)[0]}'; "
+                              "valid keys here: name, params")
         name = plugin["name"]
         decl = _declared(name, "plugin", f"plugins[{i}].name")
-        params = _merge(decl.defaults(), plugin.get("params") or {}, f"plugins[{i}].params({name}).")
+        params = resolve_params(decl.params, plugin.get("params"), f"plugins[{i}].params({name}).")
         plugins.append({"name": name, "params": params})
     run["plugins"] = plugins
     t = run["training"]
-    for section, key in (("training", "rounds"), ("training", "clients_per_round"),
-                         ("training", "batch_size"), ("runtime", "checkpoint_every"),
-                         ("runtime", "log_every")):
-        value = run[section][key]
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{section}.{key} must be a positive integer, got {value!r}")
     if t["clients_per_round"] > run["partition"]["num_clients"] and not t["centralized"]:
         raise ConfigError(
             f"training.clients_per_round ({t['clients_per_round']}) exceeds "
             f"partition.num_clients ({run['partition']['num_clients']})"
         )
-    if not t["lr"] > 0:
-        raise ConfigError(f"training.lr must be > 0, got {t['lr']!r}")
-    if run["eval"]["every"] < 1:
-        raise ConfigError("eval.every must be >= 1")
     return run
 
 
@@ -243,7 +249,10 @@ def load_yaml(path: str) -> dict[str, Any]:
     import yaml
 
     with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+        try:
+            data = yaml.safe_load(fh)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {' '.join(str(err).split())}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -14,6 +14,9 @@ holds its default, so adding it changed no existing run id.
 
 from __future__ import annotations
 
+import copy
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,13 +24,145 @@ from typing import Any
 KINDS = ("algorithm", "plugin", "posthoc")
 
 
+class ConfigError(ValueError):
+    """A setting is missing, misspelled, of the wrong type or out of range."""
+
+
+# A number as YAML 1.1 leaves it a string ("1e-3", "1E4": no dot, or no sign on the exponent).
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_KIND_OF_DEFAULT = {bool: "bool", int: "int", float: "number", str: "str", dict: "mapping",
+                    list: "list", tuple: "list"}
+_KIND_WORDS = {"bool": "true or false", "int": "an integer", "number": "a number",
+               "str": "a string", "mapping": "a mapping", "list": "a list", "any": "any value"}
+
+
 @dataclass(frozen=True)
 class Param:
-    """One setting: its default, what it means, and the identity epoch it was added in."""
+    """One setting: its default, what it means, the identity epoch it was added in, and what
+    values it accepts (`check`).
+
+    `kind` is one of int, number, bool, str, mapping, list, any; left out, it is the default's
+    type (None as default: any). Bounds apply to numbers (and to the items of an int list).
+    """
 
     default: Any
     meaning: str
     since: int = 0  # 0: part of every run id; N > 0: hashed only when not at its default
+    kind: str | None = None
+    at_least: float | None = None
+    above: float | None = None
+    at_most: float | None = None
+    below: float | None = None
+    choices: tuple[str, ...] = ()
+    pattern: str | None = None  # a str must match this regex in full
+    items: str | None = None  # a list's item kind (int | number | str)
+    nullable: bool | None = None  # None may be given; left out: only when the default is None
+
+    def __post_init__(self) -> None:
+        if self.kind is not None and self.kind not in _KIND_WORDS:
+            raise ValueError(f"Param kind must be one of {sorted(_KIND_WORDS)}, got {self.kind!r}")
+
+    @property
+    def value_kind(self) -> str:
+        if self.kind is not None:
+            return self.kind
+        return _KIND_OF_DEFAULT.get(type(self.default), "any")
+
+    def allowed(self) -> str:
+        """What this setting accepts, in words (for error messages and docs)."""
+        kind = self.value_kind
+        if self.choices:
+            text = "one of " + ", ".join(self.choices)
+        elif kind == "list" and self.items:
+            text = f"a list of {_KIND_WORDS[self.items].split(' ', 1)[1]}s"
+        else:
+            text = _KIND_WORDS[kind]
+        bounds = [f"{op} {_num(v)}" for op, v in ((">=", self.at_least), (">", self.above),
+                                                  ("<=", self.at_most), ("<", self.below))
+                  if v is not None]
+        if bounds:
+            text += (" (each " if kind == "list" else " ") + " and ".join(bounds)
+            text += ")" if kind == "list" else ""
+        if self.pattern:
+            text += f" matching {self.pattern}"
+        if self.nullable or (self.nullable is None and self.default is None):
+            text += ", or null"
+        return text
+
+    def check(self, value: Any, where: str) -> Any:
+        """`value` if this setting accepts it (a number written as text, e.g. "1e-3", becomes a
+        number); else a ConfigError naming `where`, the value and what is allowed."""
+        if value is None and (self.nullable or (self.nullable is None and self.default is None)):
+            return None
+        kind = self.value_kind
+        ok, out = _coerce(value, kind)
+        if ok and kind == "list" and self.items:
+            pairs = [_coerce(v, self.items) for v in out]
+            ok = all(good for good, _ in pairs)
+            out = [v for _, v in pairs]
+        if ok:
+            numbers = out if kind == "list" else [out] if kind in ("int", "number") else []
+            ok = all(self._in_bounds(v) for v in numbers)
+        if ok and self.choices:
+            ok = out in self.choices
+        if ok and self.pattern:
+            ok = re.fullmatch(self.pattern, out) is not None
+        if not ok:
+            raise ConfigError(f"setting '{where}' is {value!r}; allowed: {self.allowed()}")
+        return out
+
+    def _in_bounds(self, v: float) -> bool:
+        return ((self.at_least is None or v >= self.at_least)
+                and (self.above is None or v > self.above)
+                and (self.at_most is None or v <= self.at_most)
+                and (self.below is None or v < self.below))
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else str(v)
+
+
+def _coerce(value: Any, kind: str) -> tuple[bool, Any]:
+    """(accepted, value as `kind`); ints stay ints where a number is asked for (run ids)."""
+    if kind == "any":
+        return True, value
+    if kind == "bool":
+        return isinstance(value, bool), value
+    if kind in ("int", "number"):
+        if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False, value
+        if not math.isfinite(value):
+            return False, value
+        if kind == "int":
+            if isinstance(value, float):
+                return value.is_integer(), int(value) if value.is_integer() else value
+        return True, value
+    if kind == "str":
+        return isinstance(value, str), value
+    if kind == "mapping":
+        return isinstance(value, Mapping), value
+    if kind == "list":
+        return isinstance(value, (list, tuple)), list(value) if isinstance(value, tuple) else value
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def resolve_params(params: Mapping[str, Param], given: Mapping[str, Any] | None,
+                   where: str) -> dict[str, Any]:
+    """Declared defaults with `given` checked and filled in; unknown keys are errors."""
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"setting '{where.rstrip('.')}' must be a mapping, got {given!r}")
+    out = {}
+    for key, value in given.items():
+        if key not in params:
+            valid = ", ".join(sorted(params)) or "none"
+            raise ConfigError(f"unknown setting '{where}{key}'; valid keys here: {valid}")
+        out[key] = params[key].check(value, f"{where}{key}")
+    return {key: out[key] if key in out else copy.deepcopy(p.default)
+            for key, p in params.items()}
 
 
 @dataclass(frozen=True)
@@ -94,8 +229,6 @@ class Method:
 
     def defaults(self) -> dict[str, Any]:
         """Parameter name → default (a fresh copy each call)."""
-        import copy
-
         return {name: copy.deepcopy(p.default) for name, p in self.params.items()}
 
 

@@ -25,9 +25,10 @@ class Plugin:
 
     def __init__(self, params: dict[str, Any]) -> None:
         from fedhet.catalog import method
+        from fedhet.declare import resolve_params
 
-        # the declared defaults under what is given (a run's params are complete already)
-        self.hp = {**method(self.name).defaults(), **params}
+        # the declared defaults under what is given, checked (a run's params are complete)
+        self.hp = resolve_params(method(self.name).params, params, f"plugins({self.name}).params.")
 
     def setup(self, federation: Any) -> None:
         """Called once the federation (data, model, algorithm) is built."""

@@ -106,6 +106,17 @@ def _metrics_row(result: RoundResult, acc: float, loss: float, seconds: float) -
     }
 
 
+def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
+    """A resume checkpoint, read as tensors and plain containers only (never code)."""
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # a damaged or tampered file: name it and say what to do
+        raise ConfigError(
+            f"{path} cannot be read as a checkpoint ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:200]}); delete it to train from the start"
+        ) from None
+
+
 def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.PathLike | None = None,
           log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
           keep_checkpoint: bool = False, stop_after: int | None = None) -> dict[str, Any]:
@@ -130,7 +141,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
 
     start_round, history, norms, seconds = 1, [], [], 0.0
     if ckpt_path and ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        ckpt = load_checkpoint(ckpt_path, device)
         if ckpt["run_hash"] != rhash:
             raise ConfigError(
                 f"{ckpt_path} holds a checkpoint of run {ckpt['run_id']}, not {rid}; "

@@ -29,6 +29,7 @@ from fedhet.data.core import (
     load_dataset,
     prepare_dataset,
     resolve_options,
+    verify_cache_file,
 )
 from fedhet.data.downloads import DOWNLOADS, Download, DownloadError, fetch
 from fedhet.data.fmnist import seed_fmnist_from
@@ -52,5 +53,6 @@ __all__ = [
     "load_dataset",
     "prepare_dataset",
     "resolve_options",
+    "verify_cache_file",
     "seed_fmnist_from",
 ]

@@ -243,12 +243,12 @@ def load_dataset(
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a damaged zip or pickle: say which file and what to do
         raise CacheError(
-            f"cannot read cached dataset {path}: {err}; {_rebuild_hint(path, name)}"
+            f"cannot read cached dataset {path}: {err}; {_rebuild_hint(path, name, options)}"
         ) from err
     if payload.get("format") != CACHE_FORMAT or payload.get("name") != name:
         raise CacheError(
             f"{path} does not hold dataset '{name}' in cache format {CACHE_FORMAT}; "
-            f"{_rebuild_hint(path, name)}"
+            f"{_rebuild_hint(path, name, options)}"
         )
     return FedData(
         name=name,
@@ -275,22 +275,24 @@ def verify_cache_file(path: Path, name: str, options: Mapping[str, Any]) -> str:
         recorded = recorded_file.read_text().split()[0]
     except (OSError, IndexError) as err:
         raise CacheError(
-            f"no checksum recorded for {path} ({recorded_file}); {_rebuild_hint(path, name)}"
+            f"no checksum recorded for {path} ({recorded_file}); {_rebuild_hint(path, name, options)}"
         ) from err
     actual = file_sha256(path)
     if actual != recorded:
         raise CacheError(
             f"cached dataset {path} is corrupt: its sha256 is {actual} but {recorded} was "
-            f"recorded when it was written; {_rebuild_hint(path, name)}"
+            f"recorded when it was written; {_rebuild_hint(path, name, options)}"
         )
     return actual
 
 
-def _rebuild_hint(path: Path, name: str) -> str:
-    return (
-        f"delete {path} and {_checksum_path(path).name}, then rebuild it with "
-        f"`fedhet prepare-data --dataset {name}`"
-    )
+def _rebuild_hint(path: Path, name: str, options: Mapping[str, Any] | None = None) -> str:
+    """The commands that rebuild this cache file where it was (root and options included)."""
+    command = f"fedhet prepare-data --dataset {name} --root {path.parent}"
+    kept = {k: v for k, v in (options or {}).items() if k != "download"}
+    if kept:
+        command += f" --options '{json.dumps(kept, sort_keys=True)}'"
+    return f"delete {path} and {_checksum_path(path).name}, then rebuild it with `{command}`"
 
 
 def _checksum_path(path: Path) -> Path:

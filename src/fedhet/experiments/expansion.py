@@ -132,17 +132,59 @@ def _row_column(
     return " · ".join(row_parts), " · ".join(col_parts)
 
 
+def _reference_axes(grid: dict[str, Any], spec: dict, axes: list) -> list[str]:
+    """The axes a grid's `reference` is nested by: its row axes, then its column axes."""
+    names = [a for a, _ in axes]
+    rows = grid.get("rows", [a for a in spec.get("rows", []) if a in names])
+    cols = grid.get("columns", [a for a in spec.get("columns", []) if a in names])
+    return [*rows, *cols]
+
+
+def _check_reference(grid: dict[str, Any], spec: dict, axes: list, metrics: list[str],
+                     file: str, where: str) -> None:
+    """Every key of the grid's `reference` is a label of its axis (or a metric at the last
+    level), so a typo stops the DAG instead of silently dropping paper numbers."""
+    ref = grid.get("reference")
+    if ref is None:
+        return
+    values_of = {axis: [str(v) for v in values] for axis, values in axes}
+    order = _reference_axes(grid, spec, axes)
+
+    def walk(node: Any, depth: int, path: str) -> None:
+        if depth == len(order):
+            if isinstance(node, Mapping) and (len(metrics) > 1 or metrics[0] in node):
+                for key in node:
+                    if key not in metrics:
+                        raise ExperimentError(
+                            file, f"{path}.{key}",
+                            f"unknown metric '{key}'; valid here: {', '.join(metrics)}",
+                        )
+            return
+        axis = order[depth]
+        if not isinstance(node, Mapping):
+            raise ExperimentError(
+                file, path, f"expected a mapping by {axis} ({', '.join(values_of[axis])}), "
+                f"got {node!r}",
+            )
+        for key, sub in node.items():
+            if str(key) not in values_of[axis]:
+                raise ExperimentError(
+                    file, f"{path}.{key}",
+                    f"'{key}' is not a label of axis {axis}; valid: {', '.join(values_of[axis])}",
+                )
+            walk(sub, depth + 1, f"{path}.{key}")
+
+    walk(ref, 0, f"{where}.reference")
+
+
 def _reference_for(grid: dict[str, Any], spec: dict, labels: dict[str, str], axes: list, metrics):
     """Transcribed paper values of one cell: grid `reference` nested by row axes, column axes,
     then metric (the metric level is left out when the grid shows one metric)."""
     ref = grid.get("reference")
     if ref is None:
         return {}
-    names = [a for a, _ in axes]
-    rows = grid.get("rows", [a for a in spec.get("rows", []) if a in names])
-    cols = grid.get("columns", [a for a in spec.get("columns", []) if a in names])
     node: Any = ref
-    for axis in [*rows, *cols]:
+    for axis in _reference_axes(grid, spec, axes):
         if not isinstance(node, Mapping) or labels[axis] not in node:
             return {}
         node = node[labels[axis]]
@@ -206,8 +248,13 @@ def expand_item(
         proto = loader.protocol(paper, proto_name, file)
         for li, lookup in enumerate(proto["lookups"]):
             _check_lookup_keys(lookup, proto, proto["file"], f"lookups[{li}]({lookup['key']})")
-        axes = _restrict(_axes_of(grid, file, where), scale, f"{paper}_{item_id}", where)
+        all_axes = _axes_of(grid, file, where)
         metrics = grid.get("metrics", default_metrics)
+        for axis, values in all_axes:  # every label names a vocabulary entry
+            for value in values:
+                _vocab_entry(proto, axis, value, file, f"{where}.axes.{axis}")
+        _check_reference(grid, spec, all_axes, metrics, file, where)
+        axes = _restrict(all_axes, scale, f"{paper}_{item_id}", where)
         for combo in product(*[values for _, values in axes]):
             labels: dict[str, str] = dict(proto["defaults"])
             labels.update({axis: value for (axis, _), value in zip(axes, combo, strict=True)})
@@ -251,7 +298,6 @@ def expand_item(
                 raise ExperimentError(
                     file, f"{where} cell {labels}", f"{err} (after applying the scale)"
                 ) from None
-            _check_names(first, file, f"{where} cell {labels}")
             cell.settings = first
             if kind == "settings":
                 key = spec.get("setting_key", "training.lr")
@@ -287,19 +333,6 @@ def expand_item(
         shown = "; ".join(f"{a}: {', '.join(map(str, v))}" for a, v in restricted.items())
         spec = {**spec, "scale_note": f"This scale runs only {shown} (config/scales → restrict)."}
     return Item(paper=paper, id=item_id, kind=kind, is_figure=is_figure, spec=spec, cells=cells)
-
-
-def _check_names(run: dict[str, Any], file: str, where: str) -> None:
-    checks = (
-        ("dataset.name", run["dataset"]["name"], names.datasets(), "dataset"),
-        ("model.name", run["model"]["name"], names.models(), "model"),
-        ("partition.scheme", run["partition"]["scheme"], names.schemes(), "partition scheme"),
-    )
-    for key, value, valid, kind in checks:
-        if value not in valid:
-            raise ExperimentError(
-                file, f"{where} → {key}", f"unknown {kind} '{value}'; valid: {', '.join(valid)}"
-            )
 
 
 def _without_pending(

@@ -23,6 +23,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from fedhet.declare import ConfigError
 from fedhet.registry import Registry
 
 if TYPE_CHECKING:
@@ -64,14 +65,14 @@ def build_model(
     """Build model ``name`` for ``in_channels``×``image_size``×``image_size`` inputs.
 
     Raises `fedhet.registry.UnknownNameError` (listing the valid names) for an unknown model,
-    TypeError naming any option the model does not take, and ValueError for bad sizes.
+    ConfigError naming any option the model does not take, and ValueError for bad sizes.
     """
     valid = model_options(name)
     unknown = sorted(set(options) - set(valid))
     if unknown:
         accepted = ", ".join(sorted(valid)) or "none"
-        raise TypeError(
-            f"model '{name}' got unknown option(s) {', '.join(unknown)}; valid options: {accepted}"
+        raise ConfigError(
+            f"setting 'model.options' of model '{name}' has unknown option(s) {', '.join(unknown)}; valid options: {accepted}"
         )
     for label, value in (
         ("num_classes", num_classes),

@@ -13,6 +13,7 @@ import hashlib
 import inspect
 import json
 import os
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,17 +97,26 @@ class Partition:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Partition:
-        """Read a file written by `save`."""
-        with np.load(path, allow_pickle=False) as data:
-            missing = {"indices", "sizes"} - set(data.files)
-            if missing:
-                raise PartitionError(
-                    f"{path}: not a partition file (missing {', '.join(sorted(missing))})"
-                )
-            cuts = np.cumsum(data["sizes"])[:-1]
-            indices = np.split(data["indices"], cuts)
-            angles = np.split(data["angles"], cuts) if "angles" in data.files else None
-            meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
+        """Read a file written by `save`; a damaged file is a PartitionError saying what to do."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                missing = {"indices", "sizes"} - set(data.files)
+                if missing:
+                    raise PartitionError(
+                        f"{path}: not a partition file (missing {', '.join(sorted(missing))})"
+                    )
+                cuts = np.cumsum(data["sizes"])[:-1]
+                indices = np.split(data["indices"], cuts)
+                angles = np.split(data["angles"], cuts) if "angles" in data.files else None
+                meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
+        except PartitionError:
+            raise
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+            raise PartitionError(
+                f"{path} is not a readable partition file ({type(err).__name__}: {err}); delete "
+                "it (a cached partition is made again by the next run) or write it again with "
+                "`fedhet partition ... --out FILE`"
+            ) from None
         return cls(client_indices=indices, client_angles=angles, meta=meta)
 
 

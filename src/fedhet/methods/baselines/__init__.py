@@ -19,7 +19,7 @@ DECLARATIONS = [
         kind="algorithm",
         summary="FedProx (Li et al., 2020): proximal term (μ/2)‖w − w_g‖² in the local objective",
         module=_MODULE,
-        params={"mu": Param(0.01, "μ, weight of the proximal term")},
+        params={"mu": Param(0.01, "μ, weight of the proximal term", at_least=0)},
     ),
     Method(
         name="scaffold",
@@ -28,9 +28,16 @@ DECLARATIONS = [
         module=_MODULE,
         version=2,  # 2: correction applied after the step, outside client momentum
         params={
-            "global_lr": Param(1.0, "η_g, the server's step on the averaged update"),
+            "global_lr": Param(1.0, "η_g, the server's step on the averaged update", above=0),
             "paper_server_update": Param(
                 True, "c ← c + (|S|/N)·mean Δc_i (paper); false: no |S|/N factor (code)"
+            ),
+            "model_average": Param(
+                "samples",
+                "samples: x ← x + η_g Σ (n_i/Σn)(y_i − x) (VHL/FedImpro code); "
+                "mean: (1/|S|) Σ (y_i − x), the paper's Alg. 1",
+                since=1,
+                choices=("samples", "mean"),
             ),
         },
     ),
@@ -46,8 +53,8 @@ DECLARATIONS = [
         summary="FedAvgM (Hsu et al., 2019): server momentum on the averaged update",
         module=_MODULE,
         params={
-            "server_momentum": Param(0.9, "β, server momentum"),
-            "server_lr": Param(1.0, "η_s, server learning rate"),
+            "server_momentum": Param(0.9, "β, server momentum", at_least=0, below=1),
+            "server_lr": Param(1.0, "η_s, server learning rate", above=0),
         },
     ),
     Method(
@@ -55,7 +62,7 @@ DECLARATIONS = [
         kind="algorithm",
         summary="FedDyn (Acar et al., 2021): dynamic regularisation",
         module=_MODULE,
-        params={"alpha": Param(0.1, "α, weight of the dynamic regulariser")},
+        params={"alpha": Param(0.1, "α, weight of the dynamic regulariser", above=0)},
     ),
     Method(
         name="moon",
@@ -63,8 +70,8 @@ DECLARATIONS = [
         summary="MOON (Li et al., 2021): model-contrastive loss on projected features",
         module=_MODULE,
         params={
-            "mu": Param(5.0, "μ, weight of the model-contrastive loss"),
-            "temperature": Param(0.5, "τ of the model-contrastive loss"),
+            "mu": Param(5.0, "μ, weight of the model-contrastive loss", at_least=0),
+            "temperature": Param(0.5, "τ of the model-contrastive loss", above=0),
         },
     ),
 ]

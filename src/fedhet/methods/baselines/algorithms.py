@@ -67,7 +67,8 @@ class Scaffold(Algorithm):
     Client:     c_i⁺ = c_i − c + (x − y)/(K η),   Δc_i = c_i⁺ − c_i.
     Server:     x ← x + η_g · avg(y_i − x),       c ← c + (|S|/N) · (1/|S|) Σ Δc_i.
     `paper_server_update: false` drops the |S|/N factor, as the VHL/FedImpro code does.
-    The model average is weighted by sample count like every other algorithm here.
+    avg is weighted by sample count (`model_average: samples`, as in the VHL/FedImpro code and
+    every other algorithm here) or the plain mean over the sampled clients (`mean`, Alg. 1).
     """
 
     name = "scaffold"
@@ -90,7 +91,10 @@ class Scaffold(Algorithm):
         c_i.copy_(new_c_i)
 
     def aggregate(self, round, global_params, global_buffers, updates):
-        avg = weighted_average(updates, "params")
+        if self.hp["model_average"] == "mean":
+            avg = torch.stack([u.params for u in updates]).mean(0)
+        else:
+            avg = weighted_average(updates, "params")
         params = global_params + self.hp["global_lr"] * (avg - global_params)
         delta_c = torch.stack([u.extra["delta_c"] for u in updates]).mean(0)
         factor = len(updates) / self.num_clients if self.hp["paper_server_update"] else 1.0

@@ -24,7 +24,7 @@ DECLARATIONS = [
         kind="plugin",
         summary="CCVR §3.3: (μ/2)‖φ_k − φ_g‖² on the classifier only",
         module="fedhet.methods.ccvr.plugins",
-        params={"mu": Param(0.01, "μ; not given in the paper (assumed)")},
+        params={"mu": Param(0.01, "μ; not given in the paper (assumed)", at_least=0)},
     ),
     Method(
         name="ccvr",

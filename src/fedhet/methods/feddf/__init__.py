@@ -32,23 +32,27 @@ DECLARATIONS = [
                 {}, "dataset options (images are converted to the run's shape)"
             ),
             "unlabeled_size": Param(
-                None, "None = every training image of the unlabeled dataset"
+                None, "None = every training image of the unlabeled dataset", kind="int", at_least=1
             ),
             "steps": Param(
-                1000, "most steps a round; assumed: FedDF allows 10^4 (with early stopping)"
+                1000, "most steps a round; assumed: FedDF allows 10^4 (with early stopping)",
+                at_least=0,
             ),
             "validation_size": Param(
                 500,
                 "assumed: labelled validation images for early stopping; 0 = no validation "
                 "(all `steps`, last student kept)",
+                at_least=0,
             ),
-            "eval_every": Param(100, "assumed: validate every this many steps"),
-            "patience": Param(1000, "FedDF: stop after 10^3 steps without improvement"),
-            "batch_size": Param(None, "None = training.batch_size (FedDF: 64)"),
-            "lr": Param(1.0e-3, "FedDF: Adam, lr 1e-3"),
-            "temperature": Param(1.0, "FedDF code default KL temperature"),
+            "eval_every": Param(100, "assumed: validate every this many steps", at_least=1),
+            "patience": Param(1000, "FedDF: stop after 10^3 steps without improvement", at_least=1),
+            "batch_size": Param(
+                None, "None = training.batch_size (FedDF: 64)", kind="int", at_least=1
+            ),
+            "lr": Param(1.0e-3, "FedDF: Adam, lr 1e-3", above=0),
+            "temperature": Param(1.0, "FedDF code default KL temperature", above=0),
             "augment": Param(True, "assumed: the training augmentation on the unlabeled images"),
-            "seed": Param(0, "which unlabeled subset when unlabeled_size is set"),
+            "seed": Param(0, "which unlabeled subset when unlabeled_size is set", at_least=0),
         },
         dataset_params=(DatasetParam("unlabeled", "unlabeled_options"),),
         reads_datasets=_reads_datasets,

@@ -48,47 +48,57 @@ DECLARATIONS = [
         module="fedhet.methods.vhl.plugin",
         version=1,
         params={
-            "variant": Param("vhl", "vhl | naive (no calibration) | vfa (Gaussian features) | vftl"),
+            "variant": Param(
+                "vhl", "vhl | naive (no calibration) | vfa (Gaussian features) | vftl",
+                choices=("vhl", "naive", "vfa", "vftl"),
+            ),
             "virtual_kind": Param(
                 "stylegan", "stylegan | noise | cnn | tinyimagenet10 (fedhet.virtual)"
             ),
-            "virtual_classes": Param(None, "C_v; None = the C natural classes (paper)"),
+            "virtual_classes": Param(
+                None, "C_v; None = the C natural classes (paper); 0 = off", kind="int", at_least=0
+            ),
             "virtual_per_class": Param(
-                200, "virtual images per class; code's active setting (a commented variant: 5000)"
+                200, "virtual images per class; code's active setting (a commented variant: 5000)",
+                at_least=1,
             ),
             "virtual_seed": Param(
-                0, "assumed: one virtual dataset for every run seed, as generated once"
+                0, "assumed: one virtual dataset for every run seed, as generated once", at_least=0
             ),
             "virtual_options": Param({}, "generator options and defaults: fedhet.virtual.spec"),
             "virtual_batch_size": Param(
-                None, "None = training.batch_size (paper: 128 natural + 128 virtual)"
+                None, "None = training.batch_size (paper: 128 natural + 128 virtual)", kind="int",
+                at_least=0,
             ),
             "virtual_augment": Param(
                 True, "code: RandomCrop + HFlip on virtual images (any dataset)"
             ),
             "virtual_normalization": Param(
-                "code", "code: mean 0.5, std 0.25; natural: the dataset's statistics"
+                "code", "code: mean 0.5, std 0.25; natural: the dataset's statistics",
+                choices=("code", "natural"),
             ),
-            "virtual_ce_weight": Param(1.0, "code: weight of the CE on virtual images"),
+            "virtual_ce_weight": Param(1.0, "code: weight of the CE on virtual images", at_least=0),
             "calibration_weight": Param(
-                1.0, "code; Table 6 default (assumed reading): weight of the SupCon calibration"
+                1.0, "code; Table 6 default (assumed reading): weight of the SupCon calibration",
+                at_least=0,
             ),
             "calibration_layer": Param(
                 "penultimate", "code: avgpool feature before the classifier (a split point)"
             ),
-            "temperature": Param(0.07, "code: SupCon tau = base tau = 0.07, mode 'all'"),
+            "temperature": Param(0.07, "code: SupCon tau = base tau = 0.07, mode 'all'", above=0),
             "virtual_supcon_weight": Param(
-                0.1, "assumed (code): extra SupCon on virtual features alone"
+                0.1, "assumed (code): extra SupCon on virtual features alone", at_least=0
             ),
             "eval_protocol": Param(
-                "all", "assumed (code): argmax over C + C_v; natural = argmax over C"
+                "all", "assumed (code): argmax over C + C_v; natural = argmax over C",
+                choices=("all", "natural"),
             ),
             "vfa_mean_std": Param(
-                1.0, "assumed: VFA class means ~ N(0, 1) at the calibration layer"
+                1.0, "assumed: VFA class means ~ N(0, 1) at the calibration layer", at_least=0
             ),
-            "vfa_std": Param(0.3, "assumed: VFA samples ~ N(mean, 0.3^2)"),
+            "vfa_std": Param(0.3, "assumed: VFA samples ~ N(mean, 0.3^2)", at_least=0),
             "vftl_steps": Param(
-                1000, "assumed: SGD steps of server pre-training on virtual data (VFTL)"
+                1000, "assumed: SGD steps of server pre-training on virtual data (VFTL)", at_least=0
             ),
         },
         # a real-image virtual source (Tiny-ImageNet subset) is mapped by the scale like a run's

@@ -35,15 +35,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fedhet import declare
 from fedhet.algorithms.base import ClientContext, StepOutput
 from fedhet.catalog import method
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.plugins import PLUGINS, Plugin
 
-VARIANTS = ("vhl", "naive", "vfa", "vftl")
-EVAL_PROTOCOLS = ("all", "natural")
-NORMALIZATIONS = ("code", "natural")
 CODE_MEAN, CODE_STD = 0.5, 0.25  # the authors' Normalize for virtual images
 
 
@@ -87,17 +85,8 @@ def pooled(h: Tensor) -> Tensor:
 
 
 def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
-    """The plug-in's defaults updated with `params` (already merged by `resolve_run`)."""
-    hp = {**method("vhl").defaults(), **params}
-    if hp["variant"] not in VARIANTS:
-        raise ValueError(f"vhl: unknown variant '{hp['variant']}'; valid: {', '.join(VARIANTS)}")
-    if hp["eval_protocol"] not in EVAL_PROTOCOLS:
-        raise ValueError(f"vhl: unknown eval_protocol '{hp['eval_protocol']}'; "
-                         f"valid: {', '.join(EVAL_PROTOCOLS)}")
-    if hp["virtual_normalization"] not in NORMALIZATIONS:
-        raise ValueError(f"vhl: unknown virtual_normalization '{hp['virtual_normalization']}'; "
-                         f"valid: {', '.join(NORMALIZATIONS)}")
-    return hp
+    """The plug-in's declared defaults with `params` checked and filled in."""
+    return declare.resolve_params(method("vhl").params, params, "plugins(vhl).params.")
 
 
 def num_virtual_classes(num_classes: int, hp: dict[str, Any]) -> int:
@@ -159,8 +148,6 @@ class VHL(Plugin):
                 f"vhl: the model has {module.num_classes} outputs but needs {expected} "
                 f"(C = {fed.num_classes} natural + virtual classes); the engine must build "
                 "models with num_classes + Plugin.extra_classes(num_classes, params) outputs")
-        if self.cv < 0 or self.batch < 0:
-            raise ValueError("vhl: virtual_classes and virtual_batch_size must be >= 0")
         if self.cv == 0 or self.batch == 0:
             if self.cv == 0 and self.batch > 0:
                 raise ValueError("vhl: virtual_batch_size > 0 needs virtual_classes > 0")
