@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import fedhet.methods.ccvr.plugins as plugins_mod
+from fedhet import catalog
 from fedhet.algorithms.base import ClientContext, StepOutput
 from fedhet.catalog import method
 from fedhet.config import ConfigError, resolve_run
@@ -129,7 +130,7 @@ def test_virtual_samples_follow_the_gaussian():
 
 def test_settings_are_checked():
     assert resolve_settings({})["samples_per_class"] == 100
-    with pytest.raises(ConfigError, match="unknown calibration setting 'lrate'"):
+    with pytest.raises(ConfigError, match="unknown setting 'calibration.lrate'"):
         resolve_settings({"lrate": 0.1})
     with pytest.raises(ConfigError, match="method"):
         resolve_settings({"method": "magic"})
@@ -183,21 +184,19 @@ def test_clsnorm_logits_in_train_and_eval_with_flat_views(bias):
         assert model.head.bias.grad.abs().sum() == 0
 
 
-def test_inference_plugins_reapply_clsnorm_on_a_loaded_model():
+def test_clsnorm_prepares_a_loaded_model_once():
     model = tiny_model()
-    run = resolve_run({"plugins": [{"name": "clsnorm"}]})
     fresh = tiny_model()
     fresh.load_state_dict(model.state_dict())
     x = torch.randn(3, 1, 16, 16)
     plain = fresh.eval()(x)
-    plugins_mod.apply_inference_plugins(fresh, run)
-    plugins_mod.apply_inference_plugins(fresh, run)
+    (clsnorm,) = catalog.plugins_of(resolve_run({"plugins": [{"name": "clsnorm"}]}))
+    clsnorm.prepare_model(fresh)
+    clsnorm.prepare_model(fresh)  # idempotent
     assert plugins_mod.has_clsnorm(fresh)
     w = fresh.head.weight
     torch.testing.assert_close(fresh(x), fresh.features(x) @ (w / w.norm(dim=1, keepdim=True)).T)
     assert not torch.allclose(fresh(x), plain)
-    untouched = plugins_mod.apply_inference_plugins(tiny_model(), resolve_run({}))
-    assert not plugins_mod.has_clsnorm(untouched)
 
 
 def test_clsprox_gradient_is_mu_times_head_difference_only():
@@ -265,7 +264,7 @@ def test_calibrate_end_to_end(finished_run):
     assert 0 <= saved["acc_before"] <= 1 and 0 <= saved["acc_after"] <= 1
     # the saved model evaluates as training did: clsnorm is re-applied from resolved.yaml
     assert saved["acc_before"] == pytest.approx(final["last_acc"])
-    assert saved["inference_plugins"] == ["clsnorm"]
+    assert saved["plugins"] == ["clsnorm", "clsprox"]
     assert saved["num_retrain_samples"] == 40 * sum(c > 0 for c in saved["class_counts"])
     assert sum(saved["class_counts"]) == 300
     assert all(e["action"] in ("none", "clamp", "absent") for e in saved["eigen_log"])

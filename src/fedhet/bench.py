@@ -21,9 +21,9 @@ import torch.nn.functional as F
 
 from fedhet.config import resolve_run
 from fedhet.data import load_dataset
+from fedhet.engine.device import pick_device
 from fedhet.engine.federation import Federation
 from fedhet.models import build_model
-from fedhet.train import pick_device
 
 
 def _sync(device: torch.device) -> None:

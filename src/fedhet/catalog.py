@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from fedhet.declare import KINDS, ArtefactFamily, Method
+from fedhet.declare import KINDS, ArtefactFamily, Method, resolve_params
 from fedhet.registry import UnknownNameError
 
 
@@ -95,3 +96,24 @@ def implementation(name: str) -> Any:
 
         return PLUGINS.get(name)
     raise ValueError(f"'{name}' is a post-hoc step, not a training method")
+
+
+def plugins_of(run: Mapping[str, Any]) -> list[Any]:
+    """The plug-in objects of a run, in its order, with their declared parameters filled in
+    and checked."""
+    return [
+        implementation(p["name"])(
+            resolve_params(method(p["name"], "plugin").params, p.get("params"),
+                           f"plugins({p['name']}).params.")
+        )
+        for p in run.get("plugins") or []
+    ]
+
+
+def model_classes(run: Mapping[str, Any], num_classes: int) -> int:
+    """Classifier outputs of a run's model: the dataset's classes plus what its plug-ins add
+    (VHL's virtual classes)."""
+    return num_classes + sum(
+        implementation(p["name"]).extra_classes(num_classes, p["params"])
+        for p in run.get("plugins") or []
+    )

@@ -11,18 +11,8 @@ import json
 import sys
 from typing import Any
 
+from fedhet.cli_args import json_object
 from fedhet.config import ConfigError, load_yaml
-
-
-def json_object(text: str) -> dict[str, Any]:
-    """argparse type: a JSON object given on the command line."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
 
 
 def _set_dotted(run: dict[str, Any], assignment: str) -> None:

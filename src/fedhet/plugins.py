@@ -24,11 +24,12 @@ class Plugin:
     name = "plugin"
 
     def __init__(self, params: dict[str, Any]) -> None:
-        from fedhet.catalog import method
-        from fedhet.declare import resolve_params
+        # complete and checked by the declaration (`fedhet.catalog.plugins_of` resolves them)
+        self.hp = dict(params)
 
-        # the declared defaults under what is given, checked (a run's params are complete)
-        self.hp = resolve_params(method(self.name).params, params, f"plugins({self.name}).params.")
+    def prepare_model(self, model: torch.nn.Module) -> None:
+        """Change a model's own forward pass (clsnorm's normalised head). Called on every model
+        the engine builds and on every model read back from a saved run (`fedhet.saved`)."""
 
     def setup(self, federation: Any) -> None:
         """Called once the federation (data, model, algorithm) is built."""
@@ -67,14 +68,6 @@ class Plugin:
 
 
 PLUGINS: Registry[type[Plugin]] = Registry("plug-in")
-
-
-def model_classes(run: dict[str, Any], num_classes: int) -> int:
-    """Classifier outputs of a run's model: the dataset's classes plus its plug-ins' extra."""
-    from fedhet.catalog import implementation
-
-    return num_classes + sum(implementation(p["name"]).extra_classes(num_classes, p["params"])
-                             for p in run["plugins"])
 
 
 def eval_logit_map(plugins: list[Plugin], num_classes: int) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -23,20 +23,11 @@ import fedhet
 from fedhet import atomic
 from fedhet.config import ConfigError, resolve_run, run_hash, run_id
 from fedhet.data import load_dataset
+from fedhet.engine.device import pick_device
 from fedhet.engine.federation import Federation, RoundResult
 from fedhet.partition import load_or_make_partition
 
 CHECKPOINT = "checkpoint.pt"
-
-
-def pick_device(spec: str) -> torch.device:
-    """`auto` → the first visible CUDA device, else CPU; anything else is taken literally."""
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(spec)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"runtime.device is '{spec}' but no CUDA device is visible; use 'cpu' or 'auto'")
-    return device
 
 
 def git_commit() -> str | None:

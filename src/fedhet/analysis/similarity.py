@@ -14,11 +14,8 @@ Gram form is used when there are fewer samples than features. Computed in float6
 
 from __future__ import annotations
 
-import copy
 import os
-import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -95,41 +92,6 @@ def layer_outputs(model: nn.Module, x: torch.Tensor, points: Sequence[str] | Non
     return {p: torch.cat(v) for p, v in out.items()}
 
 
-def client_model_files(run_dir: str | os.PathLike, round: int | None = None) -> dict[int, Path]:
-    """{client: path} of the client models a run saved (``runtime.save_client_models``) at
-    `round` (default: the last round with saved client models)."""
-    base = Path(run_dir) / "clients"
-    rounds = sorted(int(m.group(1)) for p in base.glob("round_*")
-                    if (m := re.fullmatch(r"round_(\d+)", p.name)))
-    if not rounds:
-        raise FileNotFoundError(f"{base} holds no client models; set runtime.save_client_models")
-    r = rounds[-1] if round is None else round
-    files = {int(m.group(1)): p for p in (base / f"round_{r}").glob("client_*.pt")
-             if (m := re.fullmatch(r"client_(\d+)\.pt", p.name))}
-    if not files:
-        raise FileNotFoundError(f"no client models saved for round {r} in {base}")
-    return dict(sorted(files.items()))
-
-
-def load_client_models(run_dir: str | os.PathLike, round: int | None = None,
-                       device: str = "auto") -> tuple[dict[int, nn.Module], Any, dict[str, Any]]:
-    """The client models of a round ({client: model}, inference plug-ins applied), the data
-    and the resolved run."""
-    from fedhet.evaluate import load_run_model
-    from fedhet.methods.ccvr.plugins import apply_inference_plugins
-
-    files = client_model_files(run_dir, round)
-    base, data, run = load_run_model(run_dir, device=device)
-    apply_inference_plugins(base, run)
-    dev = next(base.parameters()).device
-    models = {}
-    for k, path in files.items():
-        m = copy.deepcopy(base)
-        m.load_state_dict(torch.load(path, map_location=dev, weights_only=True))
-        models[k] = m
-    return models, data, run
-
-
 def probe_inputs(data: Any, num_samples: int | None, seed: int, device: torch.device) -> torch.Tensor:
     """A seeded random subset of the normalised test images (all of them for None)."""
     from fedhet.engine.augment import Augmenter
@@ -149,9 +111,11 @@ def client_cka(run_dir: str | os.PathLike, round: int | None = None,
     """Tidy DataFrame (layer, client_a, client_b, cka) of pairwise CKA between the client
     models a run saved at `round`, on the same test inputs (Fig. 1; both orders and the
     diagonal included)."""
-    models, data, _ = load_client_models(run_dir, round, device)
-    first = next(iter(models.values()))
-    x = probe_inputs(data, num_samples, seed, next(first.parameters()).device)
+    from fedhet.saved import open_run
+
+    saved = open_run(run_dir, device=device)
+    models = saved.client_models(round)
+    x = probe_inputs(saved.data, num_samples, seed, saved.device)
     outputs = {k: layer_outputs(m, x, points) for k, m in models.items()}
     return cka_frame(outputs)
 

@@ -43,23 +43,17 @@ def calibration_tsne(run_dir: str | os.PathLike, calibrated: str | os.PathLike,
     """t-SNE of the test-set features of a run's model with columns truth, pred_before (the
     run's model) and pred_after (the calibrated model in `calibrated`: its directory or
     model.pt). The feature extractor is the same before and after calibration."""
-    from fedhet.engine.augment import Augmenter
-    from fedhet.evaluate import load_run_model
-    from fedhet.methods.ccvr.plugins import apply_inference_plugins
     from fedhet.posthoc.ccvr import extract_features
+    from fedhet.saved import open_run
 
     path = Path(calibrated)
     if path.is_dir():
         path = path / "model.pt"
-    model, data, run = load_run_model(run_dir, device=device)
-    apply_inference_plugins(model, run)
-    dev = next(model.parameters()).device
-    aug = Augmenter("none", data.mean, data.std, int(data.x_test.shape[-1]), dev)
-    z = extract_features(model, data.x_test.to(dev), aug)
+    saved = open_run(run_dir, device=device)
+    data = saved.data
+    z = extract_features(saved.model, data.x_test.to(saved.device), saved.augmenter)
     with torch.no_grad():
-        before = model.head(z).argmax(1)
-        model.load_state_dict(torch.load(path, map_location=dev, weights_only=True))
-        model.eval()
-        after = model.head(z).argmax(1)
+        before = saved.model.head(z).argmax(1)
+        after = saved.load_model(path).head(z).argmax(1)
     return tsne_frame(z, {"truth": data.y_test, "pred_before": before, "pred_after": after},
                       seed=seed, max_points=max_points, perplexity=perplexity)

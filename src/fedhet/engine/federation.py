@@ -23,13 +23,13 @@ import torch
 import torch.nn.functional as F
 
 from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput
-from fedhet.catalog import implementation
+from fedhet.catalog import implementation, model_classes, plugins_of
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.models import build_model
-from fedhet.plugins import eval_logit_map, model_classes
+from fedhet.plugins import eval_logit_map
 
 
 @dataclass
@@ -81,6 +81,7 @@ class Federation:
 
         self.num_classes = data.num_classes
         self.model_classes = model_classes(run, self.num_classes)
+        self.plugins = plugins_of(run)  # set up below, once data, models and algorithm exist
         channels, size = int(data.x_train.shape[1]), int(data.x_train.shape[-1])
         self.global_ = self._build_model(channels, size)
         self.work = self._build_model(channels, size)
@@ -105,7 +106,6 @@ class Federation:
         self.algorithm.setup(self.global_.params)
         if getattr(self.algorithm, "needs_reference_models", False):
             self.algorithm.attach(self.global_, self._build_model(channels, size))
-        self.plugins = [implementation(p["name"])(p["params"]) for p in run["plugins"]]
         for plugin in self.plugins:
             plugin.setup(self)
 
@@ -123,6 +123,8 @@ class Federation:
         m = self.run["model"]
         torch.manual_seed(derive_seed(self.seed, "init"))
         module = build_model(m["name"], self.model_classes, channels, size, m["width"], **m["options"])
+        for plugin in self.plugins:
+            plugin.prepare_model(module)
         module = module.to(self.device)
         if self.channels_last:
             module = module.to(memory_format=torch.channels_last)

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from fedhet.config import DEFAULTS
 from fedhet.partition.core import (
     PARTITION_VERSION,
     Partition,
@@ -25,6 +24,7 @@ from fedhet.partition.core import (
     labels_checksum,
     scheme_params,
 )
+from fedhet.settings import DEFAULTS
 
 # Settings keys of a run's `partition` section that are forwarded to a scheme when it takes them.
 _SHARED_PARAM_KEYS = ("alpha", "classes_per_client", "min_size", "cap")

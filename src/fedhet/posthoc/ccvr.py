@@ -62,7 +62,6 @@ from fedhet.analysis.wasserstein import (
     random_directions,
 )
 from fedhet.engine.augment import Augmenter
-from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.seeding import derive_seed
 from fedhet.posthoc.settings import ASSUMED, DEFAULT_SETTINGS, resolve_settings
 
@@ -357,23 +356,19 @@ def calibrate(run_dir: str | os.PathLike, out_dir: str | os.PathLike,
               settings: Mapping[str, Any] | None = None, log: Log = _stderr) -> dict[str, Any]:
     """Calibrate the classifier of a finished run (see the module docstring); writes
     ``out_dir/model.pt`` and ``out_dir/calibration.json`` and returns the latter's content."""
-    from fedhet.evaluate import load_run_model
-    from fedhet.methods.ccvr.plugins import apply_inference_plugins
+    from fedhet.saved import open_run
 
     began = time.perf_counter()
     s = resolve_settings(settings)
     run_dir, out_dir = Path(run_dir), Path(out_dir)
-    model, data, run = load_run_model(run_dir, device=s["device"])
-    apply_inference_plugins(model, run)
-    device = next(model.parameters()).device
+    saved = open_run(run_dir, device=s["device"])
+    model, data, run, device = saved.model, saved.data, saved.run, saved.device
     seed = int(run["seed"] if s["seed"] is None else s["seed"])
     s["seed"] = seed
     before_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
-    augmenter = Augmenter("none", data.mean, data.std, int(data.x_train.shape[-1]), device)
-    x_test, y_test = data.x_test.to(device), data.y_test.to(device)
-    eval_bs = run["eval"]["batch_size"]
-    acc_before, loss_before = evaluate_model(model, x_test, y_test, augmenter, eval_bs)
+    augmenter = saved.augmenter
+    acc_before, loss_before = saved.evaluate(model)  # scored as in training (logit map)
 
     clients = _client_data(run, data, device)
     fb = s["feature_batch_size"]
@@ -396,7 +391,7 @@ def calibrate(run_dir: str | os.PathLike, out_dir: str | os.PathLike,
         weight_decay=float(s["weight_decay"]), batch_size=int(s["batch_size"]),
         epochs=int(s["epochs"]), seed=derive_seed(seed, "calibrate", s["method"], "retrain"),
     )
-    acc_after, loss_after = evaluate_model(model, x_test, y_test, augmenter, eval_bs)
+    acc_after, loss_after = saved.evaluate(model)
     state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     if not classifier_state_unchanged({k: v.cpu() for k, v in before_state.items()}, state):
         raise RuntimeError("calibration changed a tensor outside the classifier")
@@ -416,7 +411,7 @@ def calibrate(run_dir: str | os.PathLike, out_dir: str | os.PathLike,
         "retrain_losses": losses,
         "settings": s,
         "assumed": [k for k in ASSUMED if s[k] == DEFAULT_SETTINGS[k]],
-        "inference_plugins": [p["name"] for p in run["plugins"] if p["name"] == "clsnorm"],
+        "plugins": [p["name"] for p in run["plugins"]],
         "device": str(device),
         "seconds": round(time.perf_counter() - began, 3),
     })

@@ -1,4 +1,5 @@
-"""Settings of the post-hoc calibration (torch-free, so the workflow can read them).
+"""Settings of the post-hoc calibration (torch-free, so the workflow can read them), each
+declared once with its default, meaning and allowed values.
 
 Values the CCVR paper does not give are listed in `ASSUMED`; calibration.json records which
 of them a calibration left at their default.
@@ -10,61 +11,47 @@ from collections.abc import Mapping
 from typing import Any
 
 from fedhet import catalog
-from fedhet.config import ConfigError
+from fedhet.declare import Param, resolve_params
 
 METHODS = tuple(catalog.names("posthoc"))  # declared in fedhet.methods.ccvr
 
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "method": "ccvr",  # ccvr | oracle
+P = Param
+SETTINGS: dict[str, Param] = {
+    "method": P("ccvr", "the post-hoc step", choices=METHODS),
     # -- virtual features (ccvr) --
-    "samples_per_class": 100,  # M_c; paper: 100 CIFAR-10, 500 CIFAR-100, 1000 CINIC-10
-    "allocation": "uniform",  # uniform: M_c per seen class | proportional: M·C·N_c/N
-    "relu": True,  # paper: ReLU before retraining
-    "tukey": True,  # paper: Tukey's transform before retraining
-    "tukey_beta": 0.5,  # paper
-    "pd_fix": "clamp",  # clamp (eigenvalues) | jitter (diagonal)
-    "pd_eps": 1e-6,  # eigenvalue floor, relative to the mean eigenvalue of Σ_c
-    "sw_projections": 200,  # directions for the mean sliced Wasserstein distance (Fig. 6)
+    "samples_per_class": P(100, "M_c; paper: 100 CIFAR-10, 500 CIFAR-100, 1000 CINIC-10",
+                           at_least=0),
+    "allocation": P("uniform", "uniform: M_c per seen class | proportional: M·C·N_c/N",
+                    choices=("uniform", "proportional")),
+    "relu": P(True, "paper: ReLU before retraining"),
+    "tukey": P(True, "paper: Tukey's transform before retraining"),
+    "tukey_beta": P(0.5, "paper", above=0),
+    "pd_fix": P("clamp", "clamp (eigenvalues) | jitter (diagonal)", choices=("clamp", "jitter")),
+    "pd_eps": P(1e-6, "eigenvalue floor, relative to the mean eigenvalue of Σ_c", above=0),
+    "sw_projections": P(200, "directions for the mean sliced Wasserstein distance (Fig. 6)",
+                        at_least=1),
     # -- real features (oracle) --
-    "fraction": 1.0,  # share of the training samples, drawn IID (Fig. 4: down to 1/50)
+    "fraction": P(1.0, "share of the training samples, drawn IID (Fig. 4: down to 1/50)",
+                  above=0, at_most=1),
     # -- classifier retraining (both) --
-    "lr": 0.01,  # assumed (client lr of the paper's protocol; FL-bench uses the same)
-    "momentum": 0.9,  # assumed (client momentum of the paper's protocol)
-    "weight_decay": 0.0,  # assumed
-    "batch_size": 64,  # assumed (client batch of the paper's protocol)
-    "epochs": 10,  # assumed (public implementations use 1–10 passes)
+    "lr": P(0.01, "assumed (client lr of the paper's protocol; FL-bench uses the same)", above=0),
+    "momentum": P(0.9, "assumed (client momentum of the paper's protocol)", at_least=0, below=1),
+    "weight_decay": P(0.0, "assumed", at_least=0),
+    "batch_size": P(64, "assumed (client batch of the paper's protocol)", at_least=1),
+    "epochs": P(10, "assumed (public implementations use 1–10 passes)", at_least=0),
     # -- execution --
-    "seed": None,  # None: the run's seed
-    "feature_batch_size": 512,
-    "device": "auto",
+    "seed": P(None, "None: the run's seed", kind="int", at_least=0),
+    "feature_batch_size": P(512, "images per batch when extracting features", at_least=1),
+    "device": P("auto", "auto | cpu | cuda | cuda:N", pattern=r"auto|cpu|cuda(:\d+)?|mps"),
 }
+del P
+
+DEFAULT_SETTINGS: dict[str, Any] = {key: p.default for key, p in SETTINGS.items()}
 
 ASSUMED = ("lr", "momentum", "weight_decay", "batch_size", "epochs", "pd_fix", "pd_eps")
 
 
 def resolve_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Defaults filled in and values checked; an unknown key raises ConfigError naming it."""
-    out = dict(DEFAULT_SETTINGS)
-    for key, value in (settings or {}).items():
-        if key not in DEFAULT_SETTINGS:
-            valid = ", ".join(sorted(DEFAULT_SETTINGS))
-            raise ConfigError(f"unknown calibration setting '{key}'; valid: {valid}")
-        out[key] = value
-    if out["method"] not in METHODS:
-        raise ConfigError(f"calibration method must be one of {METHODS}, got {out['method']!r}")
-    if out["allocation"] not in ("uniform", "proportional"):
-        raise ConfigError(f"allocation must be uniform or proportional, got {out['allocation']!r}")
-    if out["pd_fix"] not in ("clamp", "jitter"):
-        raise ConfigError(f"pd_fix must be clamp or jitter, got {out['pd_fix']!r}")
-    if not (isinstance(out["samples_per_class"], int) and out["samples_per_class"] >= 0):
-        raise ConfigError(f"samples_per_class must be an integer >= 0, got {out['samples_per_class']!r}")
-    if not 0 < float(out["fraction"]) <= 1:
-        raise ConfigError(f"fraction must be in (0, 1], got {out['fraction']!r}")
-    for key in ("batch_size", "feature_batch_size", "sw_projections"):
-        if not (isinstance(out[key], int) and out[key] >= 1):
-            raise ConfigError(f"{key} must be a positive integer, got {out[key]!r}")
-    if not (isinstance(out["epochs"], int) and out["epochs"] >= 0):
-        raise ConfigError(f"epochs must be an integer >= 0, got {out['epochs']!r}")
-    if not float(out["lr"]) > 0:
-        raise ConfigError(f"lr must be > 0, got {out['lr']!r}")
-    return out
+    """Defaults filled in and values checked against their declarations; an unknown key or a
+    bad value raises ConfigError naming it."""
+    return resolve_params(SETTINGS, settings, "calibration.")

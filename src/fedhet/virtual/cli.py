@@ -47,26 +47,22 @@ def client_features(run_dir: Path, clients: int, per_client: int) -> dict[str, A
     import numpy as np
     import torch
 
-    from fedhet.engine.augment import Augmenter
-    from fedhet.evaluate import load_run_model
     from fedhet.posthoc.ccvr import extract_features
+    from fedhet.saved import open_run
 
-    rounds = sorted(run_dir.glob("clients/round_*"), key=lambda p: int(p.name.split("_")[1]))
-    if not rounds:
-        raise FileNotFoundError(f"{run_dir}: no saved client models "
-                                "(runtime.save_client_models); train the run with them")
-    files = sorted(rounds[-1].glob("client_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    saved = open_run(run_dir, device="cpu")
+    files = saved.client_model_files()
+    data = saved.data
     feats, classes, owners = [], [], []
-    for path in files[:clients]:
-        model, data, _ = load_run_model(run_dir, path, device="cpu")
-        aug = Augmenter("none", data.mean, data.std, int(data.x_test.shape[-1]), "cpu")
+    for client, path in list(files.items())[:clients]:
         idx = torch.randperm(len(data.y_test), generator=torch.Generator().manual_seed(0))
         idx = idx[:per_client]
-        feats.append(extract_features(model, data.x_test[idx], aug).cpu().numpy())
+        model = saved.load_model(path)
+        feats.append(extract_features(model, data.x_test[idx], saved.augmenter).cpu().numpy())
         classes.append(data.y_test[idx].numpy())
-        owners.append(np.full(len(idx), int(path.stem.split("_")[1])))
+        owners.append(np.full(len(idx), client))
     return {"features": np.concatenate(feats), "class": np.concatenate(classes),
-            "client": np.concatenate(owners), "round": int(rounds[-1].name.split("_")[1])}
+            "client": np.concatenate(owners), "round": int(path.parent.name.split("_")[1])}
 
 
 def cmd_client_tsne(args: argparse.Namespace) -> int:

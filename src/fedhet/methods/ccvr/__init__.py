@@ -31,11 +31,13 @@ DECLARATIONS = [
         kind="posthoc",
         summary="CCVR: classifier retrained on virtual features sampled from merged Gaussians",
         module="fedhet.posthoc.ccvr",
+        version=2,  # 2: accuracies scored with the run's plug-in logit map, as in training
     ),
     Method(
         name="oracle",
         kind="posthoc",
         summary="CCVR's oracle: classifier retrained on the real features of the training data",
         module="fedhet.posthoc.ccvr",
+        version=2,  # 2: accuracies scored with the run's plug-in logit map, as in training
     ),
 ]

@@ -7,9 +7,9 @@
 The head normalises itself: `apply_clsnorm` registers a forward hook on ``model.head`` that
 returns ``F.linear(z, W / ‖W‖_row, b?)``. The parameter objects stay as they are, so the
 flat-vector views of `FlatModel` keep backing them, the state dict keeps its keys and
-shapes, and a saved ``model.pt`` holds the raw (unnormalised) weights. Anything that builds a
-model from a run's ``resolved.yaml`` must therefore call `apply_inference_plugins(model, run)`
-before evaluating it. With ``bias: false`` (the default, as in the paper's formula) the
+shapes, and a saved ``model.pt`` holds the raw (unnormalised) weights; the hook is applied by
+`Plugin.prepare_model`, which the engine and the saved-run reader (`fedhet.saved`) call on every
+model they build. With ``bias: false`` (the default, as in the paper's formula) the
 head's bias does not enter the logits (it keeps its initial value and gets no gradient);
 ``bias: true`` adds it after the normalised product. The logged classifier norms are those
 of the raw weights.
@@ -23,7 +23,6 @@ with φ_g the classifier received from the server at the start of the round.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -65,44 +64,14 @@ def has_clsnorm(model: nn.Module) -> bool:
     return hasattr(model.head, CLSNORM_ATTR)
 
 
-def apply_inference_plugins(model: nn.Module, run: Mapping[str, Any]) -> nn.Module:
-    """Re-apply the plug-ins that change the model's own forward pass (``clsnorm``) to a model
-    built from a resolved run. Call it on every model loaded for evaluation or analysis;
-    calling it twice does no harm. Returns ``model``."""
-    for plugin in run.get("plugins") or []:
-        if plugin["name"] == "clsnorm":
-            apply_clsnorm(model, bias=bool(ClsNorm(plugin.get("params") or {}).hp["bias"]))
-    return model
-
-
-def _flat_models(federation: Any) -> list[nn.Module]:
-    """Every model module the federation (and its algorithm) holds."""
-    found: list[nn.Module] = []
-    candidates = [getattr(federation, "global_", None), getattr(federation, "work", None)]
-    algorithm = getattr(federation, "algorithm", None)
-    if algorithm is not None:
-        candidates += list(vars(algorithm).values())
-    for obj in candidates:
-        module = getattr(obj, "module", obj)
-        is_model = isinstance(module, nn.Module) and isinstance(getattr(module, "head", None), nn.Linear)
-        if is_model and all(module is not m for m in found):
-            found.append(module)
-    return found
-
-
 @PLUGINS.register("clsnorm")
 class ClsNorm(Plugin):
     """L2-normalised classifier weight vectors in training and inference (CCVR §3.3)."""
 
     name = "clsnorm"
 
-    def setup(self, federation: Any) -> None:
-        for module in _flat_models(federation):
-            apply_clsnorm(module, bias=bool(self.hp["bias"]))
-
-    def client_begin(self, ctx: ClientContext) -> None:
-        # Harmless if setup already did it; covers a working model built outside a Federation.
-        apply_clsnorm(ctx.model, bias=bool(self.hp["bias"]))
+    def prepare_model(self, model: nn.Module) -> None:
+        apply_clsnorm(model, bias=bool(self.hp["bias"]))
 
 
 def head_segments(model: nn.Module) -> list[tuple[str, int, int, torch.Size]]:

@@ -1,0 +1,129 @@
+"""One reader for saved runs: every evaluation, calibration and analysis of a finished run goes
+through `open_run`, so they all see the same model.
+
+A saved run is its directory (`resolved.yaml`, `model.pt`, optional `snapshots/` and
+`clients/`). Reading it rebuilds the model the run trained — classifier outputs widened by its
+plug-ins, each plug-in's `prepare_model` applied (clsnorm's normalised head) — and gives the
+test-time view the engine used: the normalisation of test images and the plug-ins' logit map
+(VHL scores the natural classes only, or all outputs, as its `eval_protocol` says).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from fedhet import catalog
+from fedhet.config import load_yaml, resolve_run
+from fedhet.data import load_dataset
+from fedhet.engine.augment import Augmenter
+from fedhet.engine.device import pick_device
+from fedhet.engine.evaluation import evaluate_model
+from fedhet.models import build_model
+from fedhet.plugins import Plugin, eval_logit_map
+
+
+@dataclass
+class SavedRun:
+    """A finished run read back: its settings, data, plug-ins and (final) model."""
+
+    dir: Path
+    run: dict[str, Any]
+    data: Any
+    device: torch.device
+    plugins: list[Plugin]
+    model: nn.Module  # in eval mode, on `device`
+    model_path: Path
+    _augmenter: Augmenter | None = field(default=None, repr=False)
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.data.num_classes)
+
+    @property
+    def augmenter(self) -> Augmenter:
+        """Test-time normalisation of the run's images (no augmentation)."""
+        if self._augmenter is None:
+            self._augmenter = Augmenter("none", self.data.mean, self.data.std,
+                                        int(self.data.x_train.shape[-1]), self.device)
+        return self._augmenter
+
+    @property
+    def logit_map(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """Model logits → the scores the run's test accuracy is computed from."""
+        return eval_logit_map(self.plugins, self.num_classes)
+
+    def new_model(self) -> nn.Module:
+        """A freshly initialised model of this run's architecture, prepared by its plug-ins."""
+        m = self.run["model"]
+        outputs = catalog.model_classes(self.run, self.num_classes)
+        model = build_model(m["name"], outputs, int(self.data.x_train.shape[1]),
+                            int(self.data.x_train.shape[-1]), m["width"], **m["options"])
+        for plugin in self.plugins:
+            plugin.prepare_model(model)
+        return model.to(self.device).eval()
+
+    def load_model(self, path: str | os.PathLike) -> nn.Module:
+        """A model of this run with the weights saved in `path` (weights only, never code)."""
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist; train the run first (fedhet train)")
+        model = self.new_model()
+        model.load_state_dict(torch.load(path, map_location=self.device, weights_only=True))
+        return model.eval()
+
+    def client_model_files(self, round: int | None = None) -> dict[int, Path]:
+        """{client: model file} of the client models saved at `round` (default: the last
+        round with any; `runtime.save_client_models` chooses the rounds)."""
+        base = self.dir / "clients"
+        rounds = sorted(int(m.group(1)) for p in base.glob("round_*")
+                        if (m := re.fullmatch(r"round_(\d+)", p.name)))
+        if not rounds:
+            raise FileNotFoundError(
+                f"{base} holds no client models; set runtime.save_client_models"
+            )
+        r = rounds[-1] if round is None else round
+        files = {int(m.group(1)): p for p in (base / f"round_{r}").glob("client_*.pt")
+                 if (m := re.fullmatch(r"client_(\d+)\.pt", p.name))}
+        if not files:
+            raise FileNotFoundError(f"no client models saved for round {r} in {base}")
+        return dict(sorted(files.items()))
+
+    def client_models(self, round: int | None = None) -> dict[int, nn.Module]:
+        """{client: model} saved at `round`, each prepared like the global model."""
+        return {k: self.load_model(p) for k, p in self.client_model_files(round).items()}
+
+    def test_set(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The run's test images (uint8) and labels on the device."""
+        return self.data.x_test.to(self.device), self.data.y_test.to(self.device)
+
+    def evaluate(self, model: nn.Module | None = None) -> tuple[float, float]:
+        """Test accuracy and mean loss of `model` (default: the run's) as the engine scores
+        them (same normalisation, same logit map)."""
+        x, y = self.test_set()
+        return evaluate_model(self.model if model is None else model, x, y, self.augmenter,
+                              self.run["eval"]["batch_size"], logit_map=self.logit_map)
+
+
+def open_run(run_dir: str | os.PathLike, model_path: str | os.PathLike | None = None,
+             device: str = "auto") -> SavedRun:
+    """Read the run saved in `run_dir` with the model in `model_path` (default: its
+    `model.pt`)."""
+    run_dir = Path(run_dir)
+    resolved = load_yaml(str(run_dir / "resolved.yaml"))
+    resolved.pop("provenance", None)
+    run = resolve_run(resolved)
+    d = run["dataset"]
+    data = load_dataset(d["name"], d["root"], d["options"])
+    path = Path(model_path) if model_path else run_dir / "model.pt"
+    saved = SavedRun(dir=run_dir, run=run, data=data, device=pick_device(device),
+                     plugins=catalog.plugins_of(run), model=nn.Identity(), model_path=path)
+    saved.model = saved.load_model(path)
+    return saved

@@ -1,0 +1,96 @@
+"""Every run setting, declared once: default, meaning, type and range (torch-free, imports
+nothing of the package but `fedhet.declare`, so any module may read the defaults).
+
+`fedhet.config` resolves and checks runs against this table and derives the run identity.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from fedhet.declare import Param
+
+S = Param
+_POSITIVE = {"kind": "int", "at_least": 1}
+# Every run setting: default, meaning and what it accepts (`since` > 0: added later, see
+# fedhet.declare). A dict is a section; `options` and `params` are free-form mappings checked by
+# their consumer (the dataset, the model, the method's declaration).
+SETTINGS: dict[str, Any] = {
+    "name": S("", "readable prefix of the run id; empty = built from the settings",
+              pattern=r"[A-Za-z0-9._+=-]*"),
+    "seed": S(0, "seed of the partition, the initial model and all client randomness",
+              at_least=0),
+    "dataset": {
+        "name": S("digits10", "a registered dataset (fedhet.data)"),
+        "root": S("resources/datasets", "where datasets are cached"),
+        "options": S({}, "dataset-specific, e.g. stand-in channels/size"),
+    },
+    "partition": {
+        "scheme": S("dirichlet", "a partition scheme (fedhet.partition.SCHEMES)"),
+        "num_clients": S(10, "clients in the federation", **_POSITIVE),
+        "alpha": S(0.1, "Dirichlet concentration (LDA, per-client Dirichlet)", above=0),
+        "classes_per_client": S(2, "classes a client holds (n-class schemes)", **_POSITIVE),
+        "min_size": S(None, "smallest client; None = the scheme's default", kind="int",
+                      at_least=0),
+        "cap": S(True, "LDA: clients over N/K get no more of a class (official code)"),
+        "root": S("resources/partitions", "where partitions are cached"),
+        "file": S(None, "explicit partition file (workflow); None = cached by key", kind="str"),
+        "options": S({}, "scheme-specific, e.g. rotation_mode, dominant_fraction, prior"),
+    },
+    "model": {
+        "name": S("simplecnn", "a registered model (fedhet.models)"),
+        "width": S(1.0, "multiplier of channel and hidden-layer counts", above=0),
+        "options": S({}, "model-specific keyword options"),
+    },
+    "algorithm": {
+        "name": S("fedavg", "a declared algorithm (fedhet.catalog)"),
+        "params": S({}, "the algorithm's parameters (its declaration gives the defaults)"),
+    },
+    "plugins": S([], "list of {name, params}: plug-ins on top of the algorithm, in order"),
+    "training": {
+        "rounds": S(10, "communication rounds", **_POSITIVE),
+        "clients_per_round": S(5, "clients sampled each round", **_POSITIVE),
+        "local_epochs": S(1, "passes over the client's data per round", **_POSITIVE),
+        "local_steps": S(None, "fixed number of local steps instead of epochs", **_POSITIVE),
+        "batch_size": S(64, "local batch size", **_POSITIVE),
+        "lr": S(0.01, "client learning rate", above=0),
+        "lr_decay": S(1.0, "multiplied into lr every round", above=0),
+        "momentum": S(0.0, "client SGD momentum", at_least=0, below=1),
+        "weight_decay": S(0.0, "client weight decay", at_least=0),
+        "keep_client_optimizer_state": S(False, "clients keep their momentum across rounds"),
+        "augment": S("auto", "training augmentation; auto = the dataset's own",
+                     choices=("auto", "none", "crop_flip", "crop", "rotate")),
+        "centralized": S(False, "one client holding all data, every round"),
+        "max_grad_norm": S(None, "clip local gradients to this norm; None = no clipping",
+                           kind="number", above=0),
+    },
+    "eval": {
+        "every": S(1, "evaluate the global model every this many rounds", **_POSITIVE),
+        "batch_size": S(512, "evaluation batch size", **_POSITIVE),
+    },
+    # Not part of the identity: how and where it runs, what extra it saves.
+    "runtime": {
+        "device": S("auto", "auto | cpu | cuda | cuda:N", pattern=r"auto|cpu|cuda(:\d+)?|mps"),
+        "bf16": S(False, "bf16 autocast on GPU"),
+        "channels_last": S(False, "channels-last memory format"),
+        "checkpoint_every": S(10, "rounds between checkpoints", **_POSITIVE),
+        "snapshot_rounds": S([], "rounds whose global model is saved", items="int", at_least=1),
+        "save_client_models": S([], "rounds whose client models are saved", items="int",
+                                at_least=1),
+        "log_every": S(1, "rounds between log lines", **_POSITIVE),
+        "threads": S(None, "torch threads; None = torch's default", **_POSITIVE),
+    },
+}
+del S
+
+
+def _defaults_of(node: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        key: _defaults_of(value) if isinstance(value, Mapping) else copy.deepcopy(value.default)
+        for key, value in node.items()
+    }
+
+
+DEFAULTS: dict[str, Any] = _defaults_of(SETTINGS)
