@@ -134,7 +134,7 @@ def test_calibration_key_ignores_execution_settings():
     b = X.calibration_job("run-s0", {"method": "ccvr", "device": "cuda"}, "f", "w")
     c = X.calibration_job("run-s0", {"method": "ccvr", "samples_per_class": 50}, "f", "w")
     assert a[0] == b[0] != c[0]
-    with pytest.raises(X.ExperimentError, match="unknown calibration setting 'mc'"):
+    with pytest.raises(X.ExperimentError, match="unknown setting 'calibration.mc'"):
         X.calibration_job("run-s0", {"method": "ccvr", "mc": 5}, "f", "w")
 
 

@@ -66,7 +66,6 @@ def test_a_setting_added_at_its_default_changes_no_run_id(monkeypatch, demo_ids)
     settings = {**config.SETTINGS, "training": {**config.SETTINGS["training"]}}
     settings["training"]["label_smoothing"] = Param(0.0, "added for this test", since=1)
     monkeypatch.setattr(config, "SETTINGS", settings)
-    monkeypatch.setattr(config, "DEFAULTS", config._defaults_of(settings))
     assert sorted(X.load_experiment({"scale": "demo", "papers": CONFIGURED}, ROOT).runs) == demo_ids
     run = config.resolve_run({})
     assert run["training"]["label_smoothing"] == 0.0

@@ -55,7 +55,7 @@ def tiny_run(roots, algorithm="fedavg", plugins=(), rounds=2):
 def outputs(out):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     for row in rows:
-        row.pop("seconds")
+        row.pop("seconds"), row.pop("round_seconds")  # wall times
     return rows, torch.load(out / "model.pt", weights_only=True)
 
 
@@ -148,7 +148,7 @@ def fake_federation(tmp_path, params, num_classes=10, cv=10):
         return FlatModel(build_model("cnn4", num_classes + cv, 3, 16, 0.125))
     return SimpleNamespace(
         run=run, device=torch.device("cpu"), seed=3, num_classes=num_classes,
-        global_=flat(), work=flat(), x_train=torch.zeros(1, 3, 16, 16, dtype=torch.uint8),
+        global_model=flat(), work_model=flat(), x_train=torch.zeros(1, 3, 16, 16, dtype=torch.uint8),
         augmenter=Augmenter("crop_flip", (0.5,) * 3, (0.25,) * 3, 16, torch.device("cpu")),
         channels_last=False, autocast=nullcontext(),
     ), run["plugins"][0]["params"]
@@ -160,10 +160,10 @@ def test_vhl_step_trains_on_natural_and_virtual_in_one_pass(tmp_path, layer):
     fed, params = fake_federation(tmp_path, opts)
     plugin = PLUGINS.get("vhl")(params)
     plugin.setup(fed)
-    work = fed.work
+    work = fed.work_model
     ctx = ClientContext(client=1, round=2, lr=0.1, params=work.params, grads=work.grads,
-                        buffers=work.buffers, global_params=fed.global_.params,
-                        global_buffers=fed.global_.buffers, num_samples=8, model=work.module)
+                        buffers=work.buffers, global_params=fed.global_model.params,
+                        global_buffers=fed.global_model.buffers, num_samples=8, model=work.module)
     x = torch.randn(8, 3, 16, 16)
     y = torch.arange(8) % 10
     plugin.client_begin(ctx)
@@ -269,7 +269,7 @@ def test_feddf_early_stopping_keeps_the_best_validated_student(roots, scores, st
     states = []
 
     def scripted_score(f):
-        states.append(f.global_.params.clone())
+        states.append(f.global_model.params.clone())
         return scores[len(states) - 1]
 
     plugin._validation_accuracy = scripted_score

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from fedhet.algorithms.base import ClientContext, ClientUpdate, StepOutput
+from fedhet.engine.server import ClientData, ServerView
 from fedhet.registry import Registry
 
 
@@ -31,11 +32,26 @@ class Plugin:
         """Change a model's own forward pass (clsnorm's normalised head). Called on every model
         the engine builds and on every model read back from a saved run (`fedhet.saved`)."""
 
-    def setup(self, federation: Any) -> None:
-        """Called once the federation (data, model, algorithm) is built."""
+    def setup(self, server: ServerView) -> None:
+        """Called once the federation (data, models, algorithm) is built."""
+
+    def round_begin(self, round: int, clients: list[int]) -> None:
+        """Called on the server before the round's clients train (pseudo-data of the round,
+        re-distillation at chosen rounds)."""
+
+    def client_data(self, client: int, round: int, data: ClientData) -> ClientData | None:
+        """The tensors `client` trains on this round (None: keep `data`, the partition or what
+        an earlier plug-in supplied), e.g. distilled images with soft labels."""
+        return None
 
     def client_begin(self, ctx: ClientContext) -> None:
         """Called after the working model received the global model."""
+
+    def transform_batch(self, ctx: ClientContext, x: torch.Tensor,
+                        y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A local batch before the forward pass (augmented, normalised) → the batch trained
+        on; `y` may become soft targets (N×C floats), e.g. Mixup."""
+        return x, y
 
     def forward(self, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor) -> StepOutput | None:
         """Replace the default forward pass and task loss (None: keep the default)."""
@@ -48,8 +64,16 @@ class Plugin:
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
         """Called when the client finished local training."""
 
-    def round_end(self, round: int) -> None:
-        """Called after aggregation."""
+    def round_end(self, round: int, updates: list[ClientUpdate]) -> None:
+        """Called after aggregation, with the round's client updates."""
+
+    def broadcast_tensors(self) -> list[torch.Tensor]:
+        """What the server sends each sampled client besides the model (communication cost)."""
+        return []
+
+    def upload_tensors(self, update: ClientUpdate) -> list[torch.Tensor]:
+        """What a client sends besides its model (communication cost)."""
+        return []
 
     @classmethod
     def extra_classes(cls, num_classes: int, params: dict[str, Any]) -> int:

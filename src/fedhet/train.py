@@ -92,6 +92,9 @@ def _metrics_row(result: RoundResult, acc: float, loss: float, seconds: float) -
         "train_loss": result.train_loss.item(),
         "lr": result.lr,
         "seconds": round(seconds, 3),
+        "round_seconds": round(result.seconds, 3),  # local training and aggregation
+        "bytes_down": result.bytes_down,  # server → the round's clients
+        "bytes_up": result.bytes_up,  # the round's clients → server
         "client_drift": result.client_drift.item(),
         "weight_divergence": {k: v.item() for k, v in result.weight_divergence.items()},
     }

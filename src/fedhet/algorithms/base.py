@@ -55,6 +55,12 @@ class ClientContext:
     model: torch.nn.Module
     steps: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    domains: torch.Tensor | None = None  # domain ids of the current batch (when the data has)
+
+
+def hard_labels(targets: torch.Tensor) -> torch.Tensor:
+    """Class indices of a batch's targets, whether labels or soft targets (N×C, argmax)."""
+    return targets.argmax(1) if targets.is_floating_point() else targets
 
 
 @dataclass
@@ -112,6 +118,14 @@ class Algorithm:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The new global model: sample-weighted average of the returned models."""
         return weighted_average(updates, "params"), weighted_average(updates, "buffers")
+
+    def broadcast_tensors(self) -> list[torch.Tensor]:
+        """What the server sends each sampled client besides the model (communication cost)."""
+        return []
+
+    def upload_tensors(self, update: ClientUpdate) -> list[torch.Tensor]:
+        """What a client sends back (communication cost): its model, by default."""
+        return [update.params, update.buffers]
 
     def state_dict(self) -> dict[str, Any]:
         """Server and client state to checkpoint."""

@@ -14,6 +14,7 @@ same clients in the same rounds for a given seed.
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ from fedhet.engine.augment import Augmenter
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import derive_seed, generator
+from fedhet.engine.server import ClientData, ServerView
+from fedhet.engine.sgd import sgd_step
 from fedhet.models import build_model
 from fedhet.plugins import eval_logit_map
 
@@ -45,6 +48,9 @@ class RoundResult:
     client_head_norms: dict[int, torch.Tensor]  # per-class classifier weight norms
     updates: list[ClientUpdate]
     finite: bool
+    seconds: float = 0.0  # wall time of local training and aggregation
+    bytes_down: int = 0  # server → clients: the model and what algorithm and plug-ins add
+    bytes_up: int = 0  # clients → server
 
 
 def sample_clients(seed: int, round: int, num_clients: int, per_round: int) -> list[int]:
@@ -91,6 +97,8 @@ class Federation:
         self.y_train = data.y_train.to(device)
         self.x_test = data.x_test.to(device)
         self.y_test = data.y_test.to(device)
+        domains = getattr(data, "domain_train", None)
+        self.domain_train = None if domains is None else torch.as_tensor(domains).to(device)
         self.client_indices = [torch.as_tensor(ix, dtype=torch.long, device=device)
                                for ix in client_indices]
         self.client_angles = None if client_angles is None else [
@@ -106,8 +114,17 @@ class Federation:
         self.algorithm.setup(self.global_.params)
         if getattr(self.algorithm, "needs_reference_models", False):
             self.algorithm.attach(self.global_, self._build_model(channels, size))
+        self.server = ServerView(
+            run=run, seed=self.seed, device=device, num_classes=self.num_classes,
+            num_clients=self.num_clients, global_model=self.global_, work_model=self.work,
+            augmenter=self.augmenter, autocast=self.autocast, channels_last=self.channels_last,
+            x_train=self.x_train, y_train=self.y_train, domain_train=self.domain_train,
+            client_indices=self.client_indices,
+            logit_map=eval_logit_map(self.plugins, self.num_classes),
+            new_model=lambda: self._build_model(channels, size),
+        )
         for plugin in self.plugins:
-            plugin.setup(self)
+            plugin.setup(self.server)
 
         self.momentum_buffers: dict[int, torch.Tensor] = {}
         self._fresh_buffer = torch.zeros_like(self.global_.params)
@@ -148,8 +165,22 @@ class Federation:
             return self.momentum_buffers[client]
         return self._fresh_buffer.zero_()
 
+    def client_data(self, client: int, round: int) -> ClientData:
+        """The client's training data of this round: its partition of the training set,
+        unless a plug-in supplies other tensors (in plug-in order, each sees the previous)."""
+        idx = self.client_indices[client]
+        data = ClientData(
+            x=self.x_train, y=self.y_train, index=idx,
+            angles=None if self.client_angles is None else self.client_angles[client],
+            domains=None if self.domain_train is None else self.domain_train[idx],
+        )
+        for plugin in self.plugins:
+            data = plugin.client_data(client, round, data) or data
+        return data
+
     def forward(self, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor) -> StepOutput:
-        """The task loss of one step: a plug-in's forward pass, or features → head → CE."""
+        """The task loss of one step: a plug-in's forward pass, or features → head → CE
+        (soft targets, N×C floats, are accepted)."""
         for plugin in self.plugins:
             out = plugin.forward(ctx, x, y)
             if out is not None:
@@ -166,9 +197,8 @@ class Federation:
         work.module.train()
         torch.manual_seed(derive_seed(self.seed, "client", round, client))  # dropout etc.
         gen = generator(self.device, self.seed, "batches", round, client)
-        idx = self.client_indices[client]
-        angles = None if self.client_angles is None else self.client_angles[client]
-        n = idx.numel()
+        data = self.client_data(client, round)
+        n = data.size
         ctx = ClientContext(
             client=client, round=round, lr=lr, params=work.params, grads=work.grads,
             buffers=work.buffers, global_params=self.global_.params,
@@ -187,11 +217,17 @@ class Federation:
                 if ctx.steps == total_steps:
                     break
                 take = perm[sl]
-                x = self.augmenter.train(self.x_train[idx[take]], gen,
-                                         None if angles is None else angles[take])
+                rows = data.rows(take)
+                x = data.x[rows]
+                if not data.normalized:
+                    x = self.augmenter.train(x, gen, None if data.angles is None
+                                             else data.angles[take])
+                y = data.y[rows]
+                ctx.domains = None if data.domains is None else data.domains[take]
+                for plugin in self.plugins:
+                    x, y = plugin.transform_batch(ctx, x, y)
                 if self.channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)
-                y = self.y_train[idx[take]]
                 work.zero_grad()
                 with self.autocast:
                     out = self.forward(ctx, x, y)
@@ -205,11 +241,7 @@ class Federation:
                     self.algorithm.correct_gradient(ctx)
                     if t["max_grad_norm"]:
                         torch.nn.utils.clip_grad_norm_(work.module.parameters(), t["max_grad_norm"])
-                    # SGD as torch.optim.SGD (dampening 0): d = g + λw; b ← μb + d; w ← w − ηb
-                    step = work.grads.add_(work.params, alpha=wd) if wd else work.grads
-                    if momentum:
-                        step = buf.mul_(momentum).add_(step)
-                    work.params.sub_(step, alpha=lr)
+                    sgd_step(work.params, work.grads, lr, momentum, wd, buf)
                     self.algorithm.after_step(ctx)
                 loss_sum += loss.detach().float()
                 ctx.steps += 1
@@ -226,8 +258,11 @@ class Federation:
 
     def run_round(self, round: int) -> RoundResult:
         """Train the sampled clients, aggregate, and measure how far clients drifted."""
+        began = time.perf_counter()
         lr = self.lr_at(round)
         clients = self.clients_of_round(round)
+        for plugin in self.plugins:
+            plugin.round_begin(round, clients)
         updates, losses, steps = [], torch.zeros((), device=self.device), 0
         for k in clients:
             update, loss_sum = self.train_client(k, round, lr)
@@ -240,7 +275,7 @@ class Federation:
             )
             self.global_.load(params, buffers)
             for plugin in self.plugins:
-                plugin.round_end(round)
+                plugin.round_end(round, updates)
             diffs = torch.stack([u.params for u in updates]) - self.global_.params
             drift = diffs.pow(2).sum(1).mean()
             divergence = {name: diffs[:, a:b].norm(dim=1).mean()
@@ -249,8 +284,21 @@ class Federation:
             head_norms = {u.client: u.params[off:off + numel].view(shape).norm(dim=1)
                           for u in updates}
             finite = bool(torch.isfinite(losses) & torch.isfinite(self.global_.params).all())
+        down, up = self.communication(updates)
         return RoundResult(round, lr, clients, losses / max(steps, 1), drift, divergence,
-                           head_norms, updates, finite)
+                           head_norms, updates, finite, time.perf_counter() - began, down, up)
+
+    def communication(self, updates: list[ClientUpdate]) -> tuple[int, int]:
+        """Bytes sent to the round's clients and back: the model (parameters and buffers)
+        each way, plus what the algorithm and the plug-ins declare they send."""
+        model = _nbytes([self.global_.params, self.global_.buffers])
+        broadcast = model + _nbytes(self.algorithm.broadcast_tensors())
+        broadcast += sum(_nbytes(p.broadcast_tensors()) for p in self.plugins)
+        up = 0
+        for u in updates:
+            up += _nbytes(self.algorithm.upload_tensors(u))
+            up += sum(_nbytes(p.upload_tensors(u)) for p in self.plugins)
+        return broadcast * len(updates), up
 
     # -- evaluation ---------------------------------------------------------------------
     def evaluate(self, batch_size: int = 512) -> tuple[float, float]:
@@ -290,6 +338,10 @@ class Federation:
             plugin.load_state_dict(_to(ps, self.device))
         self.momentum_buffers = {int(k): v.to(self.device)
                                  for k, v in state["momentum_buffers"].items()}
+
+
+def _nbytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _to(obj: Any, device: torch.device) -> Any:

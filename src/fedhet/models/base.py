@@ -129,22 +129,33 @@ class FedModel(nn.Module):
         """Number of outputs of the classifier."""
         return self.head.out_features
 
-    def _index(self, point: str) -> int:
-        try:
-            return self._stage_index[point]
-        except KeyError:
+    def split_point(self, point: str | int) -> str:
+        """The name of a split point given by name or by 1-based position, shallow to deep
+        (``2`` or ``"2"``: the second block on every model)."""
+        if isinstance(point, int) or (isinstance(point, str) and point.isdigit()):
+            k = int(point)
+            if not 1 <= k <= len(self._stages):
+                raise ValueError(f"split point {k} out of range for {type(self).__name__}: "
+                                 f"1 … {len(self._stages)} ({', '.join(self.split_points)})")
+            return self._stages[k - 1][0]
+        if point not in self._stage_index:
             valid = ", ".join(self.split_points)
             raise ValueError(
-                f"unknown split point '{point}' for {type(self).__name__}; valid: {valid}"
-            ) from None
+                f"unknown split point '{point}' for {type(self).__name__}; valid: {valid} "
+                f"(or 1 … {len(self._stages)})"
+            )
+        return point
 
-    def forward_to(self, x: Tensor, point: str) -> Tensor:
+    def _index(self, point: str | int) -> int:
+        return self._stage_index[self.split_point(point)]
+
+    def forward_to(self, x: Tensor, point: str | int) -> Tensor:
         """Activation at split point ``point`` (the stages up to and including it)."""
         for _, stage in self._stages[: self._index(point) + 1]:
             x = stage(x)
         return x
 
-    def forward_from(self, h: Tensor, point: str) -> Tensor:
+    def forward_from(self, h: Tensor, point: str | int) -> Tensor:
         """Logits from an activation ``h`` taken at split point ``point``."""
         for _, stage in self._stages[self._index(point) + 1 :]:
             h = stage(h)

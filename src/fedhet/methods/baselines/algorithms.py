@@ -101,6 +101,12 @@ class Scaffold(Algorithm):
         self.c.add_(delta_c, alpha=factor)
         return params, weighted_average(updates, "buffers")
 
+    def broadcast_tensors(self) -> list[torch.Tensor]:
+        return [self.c]
+
+    def upload_tensors(self, update: ClientUpdate) -> list[torch.Tensor]:
+        return [update.params, update.buffers, update.extra["delta_c"]]
+
     def state_dict(self) -> dict[str, Any]:
         return {"c": self.c, "c_i": self.c_i.state_dict()}
 

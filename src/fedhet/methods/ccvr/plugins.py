@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedhet.algorithms.base import ClientContext, StepOutput
+from fedhet.engine.server import ServerView
 from fedhet.plugins import PLUGINS, Plugin
 
 CLSNORM_ATTR = "_clsnorm_bias"  # set on a head that normalises its weights (value: keep bias)
@@ -97,8 +98,8 @@ class ClsProx(Plugin):
         super().__init__(params)
         self._segments: list[tuple[str, int, int, torch.Size]] | None = None
 
-    def setup(self, federation: Any) -> None:
-        self._segments = head_segments(federation.work.module)
+    def setup(self, server: ServerView) -> None:
+        self._segments = head_segments(server.work_model.module)
 
     def extra_loss(self, ctx: ClientContext, out: StepOutput) -> torch.Tensor:
         if self._segments is None:

@@ -32,10 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedhet.algorithms.base import ClientContext, ClientUpdate
+from fedhet.algorithms.base import ClientUpdate
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.seeding import derive_seed, generator
-from fedhet.plugins import PLUGINS, Plugin, eval_logit_map
+from fedhet.engine.server import ServerView
+from fedhet.plugins import PLUGINS, Plugin
 
 
 def distillation_loss(student_logits: Tensor, teacher_logits: Tensor,
@@ -55,13 +56,12 @@ class FedDF(Plugin):
 
     def __init__(self, params: dict[str, Any]) -> None:
         super().__init__(params)
-        self.teachers: list[tuple[Tensor, Tensor]] = []
         self.last_loss: float | None = None
         self.last_steps = 0  # distillation steps taken in the last round
         self.last_gain = 0.0  # validation accuracy gained in the last round
 
-    def setup(self, federation: Any) -> None:
-        fed = self.fed = federation
+    def setup(self, server: ServerView) -> None:
+        fed = self.fed = server
         hp = self.hp
         self.device = fed.device
         batch = hp["batch_size"]
@@ -85,7 +85,7 @@ class FedDF(Plugin):
         self.x_unlabeled = conform(x.clone(), self.channels, self.size).to(self.device)
         self.unlabeled_source = data.stands_in_for or data.name
 
-    def _setup_validation(self, fed: Any, size: int) -> None:
+    def _setup_validation(self, fed: ServerView, size: int) -> None:
         """`size` labelled natural training images (seeded), for early stopping."""
         if size < 0 or int(self.hp["eval_every"]) < 1 or int(self.hp["patience"]) < 1:
             raise ValueError("feddf: validation_size must be >= 0, eval_every and patience >= 1")
@@ -98,14 +98,11 @@ class FedDF(Plugin):
         pick = torch.randperm(n, generator=gen)[: min(size, n)].sort().values.to(self.device)
         self.x_val, self.y_val = fed.x_train[pick], fed.y_train[pick]
 
-    def _validation_accuracy(self, fed: Any) -> float:
-        acc, _ = evaluate_model(fed.global_.module, self.x_val, self.y_val, fed.augmenter,
+    def _validation_accuracy(self, fed: ServerView) -> float:
+        acc, _ = evaluate_model(fed.global_model.module, self.x_val, self.y_val, fed.augmenter,
                                 fed.run["eval"]["batch_size"], fed.autocast,
-                                logit_map=eval_logit_map(fed.plugins, fed.num_classes))
+                                logit_map=fed.logit_map)
         return acc
-
-    def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
-        self.teachers.append((update.params, update.buffers))
 
     def _batch(self, gen: torch.Generator) -> Tensor:
         fed = self.fed
@@ -118,8 +115,8 @@ class FedDF(Plugin):
             return fed.augmenter.train(self.x_unlabeled[take], gen)
         return fed.augmenter.test(self.x_unlabeled[take])
 
-    def round_end(self, round: int) -> None:
-        teachers, self.teachers = self.teachers, []
+    def round_end(self, round: int, updates: list[ClientUpdate]) -> None:
+        teachers = [(u.params, u.buffers) for u in updates]
         steps = int(self.hp["steps"])
         if not teachers or steps <= 0:
             return
@@ -127,9 +124,9 @@ class FedDF(Plugin):
         with torch.enable_grad():  # the engine calls round_end under no_grad
             self._distill(fed, teachers, steps, round)
 
-    def _distill(self, fed: Any, teachers: list[tuple[Tensor, Tensor]], steps: int,
+    def _distill(self, fed: ServerView, teachers: list[tuple[Tensor, Tensor]], steps: int,
                  round: int) -> None:
-        student, work = fed.global_, fed.work
+        student, work = fed.global_model, fed.work_model
         gen = generator(self.device, fed.seed, "feddf", round)
         torch.manual_seed(derive_seed(fed.seed, "feddf", round))
         params = list(student.module.parameters())
@@ -147,7 +144,7 @@ class FedDF(Plugin):
         total = torch.zeros((), device=self.device)
         for step in range(1, steps + 1):
             x = self._batch(gen)
-            if getattr(fed, "channels_last", False):
+            if fed.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             with torch.no_grad(), fed.autocast:
                 ensemble = torch.zeros((), device=self.device)

@@ -83,7 +83,9 @@ DECLARATIONS = [
                 at_least=0,
             ),
             "calibration_layer": Param(
-                "penultimate", "code: avgpool feature before the classifier (a split point)"
+                "penultimate",
+                "code: avgpool feature before the classifier (a split point: name or 1-based "
+                "position)"
             ),
             "temperature": Param(0.07, "code: SupCon tau = base tau = 0.07, mode 'all'", above=0),
             "virtual_supcon_weight": Param(

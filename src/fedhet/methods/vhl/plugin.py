@@ -40,6 +40,8 @@ from fedhet.algorithms.base import ClientContext, StepOutput
 from fedhet.catalog import method
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.seeding import derive_seed, generator
+from fedhet.engine.server import ServerView
+from fedhet.engine.sgd import sgd_step
 from fedhet.plugins import PLUGINS, Plugin
 
 CODE_MEAN, CODE_STD = 0.5, 0.25  # the authors' Normalize for virtual images
@@ -124,9 +126,9 @@ class VHL(Plugin):
         return logits
 
     # -- setup -------------------------------------------------------------------------------
-    def setup(self, federation: Any) -> None:
+    def setup(self, server: ServerView) -> None:
         hp = self.hp
-        fed = self.fed = federation
+        fed = self.fed = server
         self.num_classes = fed.num_classes
         self.cv = num_virtual_classes(fed.num_classes, hp)
         self.device = fed.device
@@ -138,10 +140,8 @@ class VHL(Plugin):
         self.w_cal = 0.0 if variant == "naive" else float(hp["calibration_weight"])
         self.w_vsup = 0.0 if variant == "naive" else float(hp["virtual_supcon_weight"])
         self.w_vce = float(hp["virtual_ce_weight"])
-        module = fed.global_.module
-        if self.layer not in module.split_points:
-            raise ValueError(f"vhl: calibration_layer '{self.layer}' is not a split point of "
-                             f"{type(module).__name__}; valid: {', '.join(module.split_points)}")
+        module = fed.global_model.module
+        self.layer = module.split_point(self.layer)  # a name, or a 1-based position
         expected = fed.num_classes + self.extra_classes(fed.num_classes, hp)
         if module.num_classes != expected:
             raise ValueError(
@@ -168,7 +168,7 @@ class VHL(Plugin):
         self._setup_images(fed)
         self.mode = "images"
 
-    def _setup_images(self, fed: Any) -> None:
+    def _setup_images(self, fed: ServerView) -> None:
         from fedhet.virtual import load_or_make_virtual, plugin_settings
 
         hp = self.hp
@@ -237,7 +237,7 @@ class VHL(Plugin):
         xv, yv = self.virtual_batch()
         n = x.shape[0]
         inputs = torch.cat([x, xv])
-        if getattr(self.fed, "channels_last", False):
+        if self.fed.channels_last:
             inputs = inputs.contiguous(memory_format=torch.channels_last)
         h, feats, logits = self._run(ctx.model, inputs)
         targets = torch.cat([y, yv + self.num_classes])
@@ -266,12 +266,12 @@ class VHL(Plugin):
         return StepOutput(feats, logits, y, loss, inputs=x)
 
     # -- VFTL: pre-train the server model on virtual data ------------------------------------
-    def _pretrain_server(self, fed: Any, steps: int) -> None:
+    def _pretrain_server(self, fed: ServerView, steps: int) -> None:
         """`steps` SGD steps (training lr, momentum, weight decay) of the global model on the
         virtual data alone (labels k + C), before round 1."""
         t = fed.run["training"]
         lr, momentum, wd = t["lr"], t["momentum"], t["weight_decay"]
-        flat = fed.global_
+        flat = fed.global_model
         flat.module.train()
         self.gen = generator(self.device, self.seed, "vftl")
         self.order, self.cursor = None, 0
@@ -279,17 +279,13 @@ class VHL(Plugin):
         buf = torch.zeros_like(flat.params)
         for _ in range(steps):
             xv, yv = self.virtual_batch()
-            if getattr(fed, "channels_last", False):
+            if fed.channels_last:
                 xv = xv.contiguous(memory_format=torch.channels_last)
             flat.zero_grad()
             with fed.autocast:
                 loss = F.cross_entropy(flat.module(xv), yv + self.num_classes)
             loss.backward()
-            with torch.no_grad():
-                step = flat.grads.add_(flat.params, alpha=wd) if wd else flat.grads
-                if momentum:
-                    step = buf.mul_(momentum).add_(step)
-                flat.params.sub_(step, alpha=lr)
+            sgd_step(flat.params, flat.grads, lr, momentum, wd, buf)
         flat.zero_grad()
-        fed.work.load(flat.params, flat.buffers)
+        fed.work_model.load(flat.params, flat.buffers)
         self.pretrain_loss = float(loss.detach())
