@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
@@ -10,15 +11,17 @@ import torch.nn.functional as F
 
 from fedhet import catalog
 from fedhet.algorithms.base import hard_labels
-from fedhet.config import resolve_run
+from fedhet.config import resolve_run, run_id
 from fedhet.data import load_dataset
 from fedhet.declare import Method
+from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.federation import Federation
-from fedhet.engine.server import ClientData, ServerView
+from fedhet.engine.server import ClientData, ServerView, EvalSet
 from fedhet.engine.sgd import sgd_step
 from fedhet.models import MODELS, build_model
 from fedhet.plugins import PLUGINS, Plugin
-from fedhet.train import client_partition
+from fedhet.saved import open_run
+from fedhet.train import client_partition, train
 
 BASE = {
     "seed": 1,
@@ -230,3 +233,132 @@ def test_split_points_by_position(name):
         torch.testing.assert_close(model.forward_to(x, k), model.forward_to(x, point))
     with pytest.raises(ValueError, match="out of range"):
         model.split_point(len(model.split_points) + 1)
+
+
+def test_test_domains_rotated_copies_and_client_models_are_scored(tmp_path, toy):
+    """Accuracy per test domain (from the same passes), on a plug-in's rotated copy of the test
+    set, and of each local client model, in metrics.jsonl and final.json."""
+
+    class Rotated(Plugin):
+        def setup(self, server):
+            self.server = server
+
+        def test_sets(self):
+            s = self.server
+            return [EvalSet("rot90", s.x_test, s.y_test,
+                            angles=torch.full((len(s.y_test),), 90.0))]
+
+    run = copy.deepcopy(BASE)
+    run["dataset"] = {"name": "digits_domains", "root": str(tmp_path / "data"),
+                      "options": {"train_per_class": 6, "test_per_class": 2}}
+    run["partition"] = {"scheme": "domain", "num_clients": 5, "root": str(tmp_path / "p")}
+    run["training"]["clients_per_round"] = 2
+    run["eval"] = {"client_models": True}
+    run["plugins"] = [{"name": toy("rotated", Rotated)}]
+    final = train(run, tmp_path / "out", log=lambda m: None)
+    row = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[-1])
+    data = load_dataset("digits_domains", run["dataset"]["root"], run["dataset"]["options"])
+    assert set(row["domain_acc"]) == set(data.domain_names)
+    counts = torch.bincount(torch.as_tensor(data.domain_test))
+    weighted = sum(row["domain_acc"][name] * int(counts[d])
+                   for d, name in enumerate(data.domain_names))
+    assert weighted / len(data.y_test) == pytest.approx(row["test_acc"])
+    assert set(row["test_sets"]) == {"rot90"} and len(row["client_acc"]) == 2
+    assert final["last_domain_acc"] == row["domain_acc"]
+    assert final["last_test_sets"] == row["test_sets"]
+
+    # the rotated copy is scored on rotated images: equal to evaluating them directly
+    saved = open_run(tmp_path / "out", device="cpu")
+    x, y = saved.test_set()
+    acc = evaluate_model(saved.model, x, y, saved.augmenter, logit_map=saved.logit_map,
+                         angles=torch.full((len(y),), 90.0))[0]
+    assert acc == pytest.approx(row["test_sets"]["rot90"])
+
+
+def test_client_model_scores_are_off_by_default_and_keep_run_ids():
+    plain = resolve_run({})
+    assert plain["eval"]["client_models"] is False
+    assert run_id(plain) == run_id(resolve_run({"eval": {"client_models": False}}))
+
+
+def test_a_plugin_leaves_files_beside_the_model(tmp_path, toy):
+    class Stats(Plugin):
+        def round_end(self, round, updates):
+            self.rounds = round
+
+        def files(self):
+            return {"stats.json": {"rounds": self.rounds},
+                    "prototypes.pt": {"means": torch.ones(2, 3)}}
+
+    run = copy.deepcopy(BASE)
+    run["dataset"]["root"] = str(tmp_path / "data")
+    run["partition"]["root"] = str(tmp_path / "parts")
+    run["plugins"] = [{"name": toy("stats", Stats)}]
+    final = train(run, tmp_path / "out", log=lambda m: None)
+    assert final["files"] == ["plugins/stats/stats.json", "plugins/stats/prototypes.pt"]
+    files = open_run(tmp_path / "out", device="cpu").files
+    assert json.loads(files["plugins/stats/stats.json"].read_text()) == {"rounds": 2}
+    assert torch.equal(torch.load(files["plugins/stats/prototypes.pt"])["means"],
+                       torch.ones(2, 3))
+
+
+class _Head(Plugin):
+    """A projection head trained with the model through an extra loss (a toy FedBR θ)."""
+
+    def modules(self, model):
+        return {"proj": torch.nn.Linear(model.feature_dim, 3)}
+
+    def extra_loss(self, ctx, out):
+        return ctx.modules[self.module_key("proj")](out.features).pow(2).mean()
+
+
+def test_plugin_modules_are_averaged_saved_and_rebuilt(tmp_path, toy):
+    name = toy("head", _Head)
+    run = copy.deepcopy(BASE)
+    run["dataset"]["root"] = str(tmp_path / "data")
+    run["partition"]["root"] = str(tmp_path / "parts")
+    run["algorithm"] = {"name": "fedprox", "params": {"mu": 10.0}}
+    run["plugins"] = [{"name": name}]
+    run["runtime"]["save_client_models"] = [2]
+    run = resolve_run(run)
+    data = load_dataset("digits10", run["dataset"]["root"], run["dataset"]["options"])
+    fed = Federation(run, data, client_partition(run, data)[0], torch.device("cpu"))
+    assert fed.modules_global is not None and fed.server.plugin_modules is not None
+    before = fed.modules_global.params.clone()
+    result = fed.run_round(1)
+    # every client moved the head; the server's copy is their sample-weighted average
+    for u in result.updates:
+        assert not torch.equal(u.module_params, before)
+    n = torch.tensor([u.num_samples for u in result.updates], dtype=torch.float32)
+    expect = sum(w * u.module_params for w, u in zip(n / n.sum(), result.updates))
+    torch.testing.assert_close(fed.modules_global.params, expect)
+    # FedProx's correction does not touch them: the head's size is not in the model's vector
+    assert fed.global_.params.numel() == result.updates[0].params.numel()
+    model_bytes = 4 * (fed.global_.params.numel() + fed.global_.buffers.numel())
+    head_bytes = 4 * fed.modules_global.params.numel()
+    assert result.bytes_up == 2 * (model_bytes + head_bytes)
+
+    final = train(run, tmp_path / "out", log=lambda m: None)
+    state = torch.load(tmp_path / "out" / "model.pt", weights_only=True)
+    assert {"plugin_modules.head-proj.weight", "plugin_modules.head-proj.bias"} <= set(state)
+    saved = open_run(tmp_path / "out", device="cpu")  # no plug-in branch: rebuilt generically
+    torch.testing.assert_close(saved.model.plugin_modules["head-proj"].weight,
+                               state["plugin_modules.head-proj.weight"])
+    assert saved.evaluate()[0] == pytest.approx(final["last_acc"])
+    assert all("plugin_modules.head-proj.weight" in m.state_dict()
+               for m in saved.client_models().values())
+
+
+def test_a_resumed_run_with_plugin_modules_equals_an_uninterrupted_one(tmp_path, toy):
+    name = toy("head", _Head)
+    run = copy.deepcopy(BASE)
+    run["training"]["rounds"] = 3
+    run["dataset"]["root"] = str(tmp_path / "data")
+    run["partition"]["root"] = str(tmp_path / "parts")
+    run["plugins"] = [{"name": name}]
+    train(run, tmp_path / "whole", log=lambda m: None)
+    train(run, tmp_path / "cut", tmp_path / "ckpt", stop_after=1, log=lambda m: None)
+    train(run, tmp_path / "cut", tmp_path / "ckpt", log=lambda m: None)
+    a = torch.load(tmp_path / "whole" / "model.pt", weights_only=True)
+    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

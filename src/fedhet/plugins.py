@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from fedhet.algorithms.base import ClientContext, ClientUpdate, StepOutput
-from fedhet.engine.server import ClientData, ServerView
+from fedhet.engine.server import ClientData, EvalSet, ServerView
 from fedhet.registry import Registry
 
 
@@ -27,6 +27,19 @@ class Plugin:
     def __init__(self, params: dict[str, Any]) -> None:
         # complete and checked by the declaration (`fedhet.catalog.plugins_of` resolves them)
         self.hp = dict(params)
+
+    def modules(self, model: torch.nn.Module) -> dict[str, torch.nn.Module]:
+        """Trainable modules this plug-in adds beside the model (a projection head, a domain
+        discriminator), built for `model`. The engine averages them over the round's clients
+        like the model (sample-weighted) but outside the base algorithm's corrections, counts
+        them in the bytes sent and saves them in model.pt; the saved-run reader rebuilds them.
+        During local training they are `ctx.modules[self.module_key(name)]`."""
+        return {}
+
+    def module_key(self, name: str) -> str:
+        """The key of this plug-in's module `name` in `ctx.modules` and in saved state dicts
+        (under `plugin_modules.`)."""
+        return f"{self.name}-{name}"
 
     def prepare_model(self, model: torch.nn.Module) -> None:
         """Change a model's own forward pass (clsnorm's normalised head). Called on every model
@@ -67,6 +80,17 @@ class Plugin:
     def round_end(self, round: int, updates: list[ClientUpdate]) -> None:
         """Called after aggregation, with the round's client updates."""
 
+    def files(self) -> dict[str, Any]:
+        """Files this plug-in leaves beside `model.pt` when the run ends: name → content
+        (`*.json`: a JSON-able object; `*.pt`: tensors). They are written to
+        `plugins/<plug-in>/<name>` in the run directory and listed in final.json's `files`."""
+        return {}
+
+    def test_sets(self) -> list[EvalSet]:
+        """Evaluation sets besides the run's test set (e.g. rotated copies of it), scored
+        with the global model at every evaluation."""
+        return []
+
     def broadcast_tensors(self) -> list[torch.Tensor]:
         """What the server sends each sampled client besides the model (communication cost)."""
         return []
@@ -92,6 +116,20 @@ class Plugin:
 
 
 PLUGINS: Registry[type[Plugin]] = Registry("plug-in")
+
+
+MODULES_PREFIX = "plugin_modules"  # state-dict prefix of the plug-ins' modules in model.pt
+
+
+def plugin_modules(plugins: list[Plugin], model: torch.nn.Module,
+                   seed: int) -> torch.nn.ModuleDict | None:
+    """The modules the plug-ins add for `model`, initialised from `seed` (None: none)."""
+    from fedhet.engine.seeding import derive_seed
+
+    with torch.random.fork_rng(devices=[]):  # the caller's random stream is left as it was
+        torch.manual_seed(derive_seed(seed, "plugin_modules"))
+        found = {p.module_key(k): m for p in plugins for k, m in p.modules(model).items()}
+    return torch.nn.ModuleDict(found) if found else None
 
 
 def eval_logit_map(plugins: list[Plugin], num_classes: int) -> Callable[[torch.Tensor], torch.Tensor]:

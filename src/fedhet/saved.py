@@ -10,6 +10,7 @@ test-time view the engine used: the normalisation of test images and the plug-in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from fedhet.engine.augment import Augmenter
 from fedhet.engine.device import pick_device
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.models import build_model
-from fedhet.plugins import Plugin, eval_logit_map
+from fedhet.plugins import MODULES_PREFIX, Plugin, eval_logit_map, plugin_modules
 
 
 @dataclass
@@ -68,6 +69,9 @@ class SavedRun:
                             int(self.data.x_train.shape[-1]), m["width"], **m["options"])
         for plugin in self.plugins:
             plugin.prepare_model(model)
+        modules = plugin_modules(self.plugins, model, int(self.run["seed"]))
+        if modules is not None:  # saved under `plugin_modules.` beside the model
+            model.add_module(MODULES_PREFIX, modules)
         return model.to(self.device).eval()
 
     def load_model(self, path: str | os.PathLike) -> nn.Module:
@@ -99,6 +103,14 @@ class SavedRun:
     def client_models(self, round: int | None = None) -> dict[int, nn.Module]:
         """{client: model} saved at `round`, each prepared like the global model."""
         return {k: self.load_model(p) for k, p in self.client_model_files(round).items()}
+
+    @property
+    def files(self) -> dict[str, Path]:
+        """Files the run's plug-ins wrote (final.json's `files`): path relative to the run
+        directory → absolute path."""
+        final = self.dir / "final.json"
+        listed = json.loads(final.read_text()).get("files", []) if final.exists() else []
+        return {name: self.dir / name for name in listed}
 
     def test_set(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The run's test images (uint8) and labels on the device."""

@@ -69,6 +69,8 @@ SETTINGS: dict[str, Any] = {
     "eval": {
         "every": S(1, "evaluate the global model every this many rounds", **_POSITIVE),
         "batch_size": S(512, "evaluation batch size", **_POSITIVE),
+        "client_models": S(False, "also score each round's local client models on the test set",
+                           since=1),
     },
     # Not part of the identity: how and where it runs, what extra it saves.
     "runtime": {

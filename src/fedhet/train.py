@@ -28,6 +28,7 @@ from fedhet.engine.federation import Federation, RoundResult
 from fedhet.partition import load_or_make_partition
 
 CHECKPOINT = "checkpoint.pt"
+DETAIL_KEYS = ("domain_acc", "test_sets", "client_acc")  # see Federation.evaluate_all
 
 
 def git_commit() -> str | None:
@@ -64,7 +65,10 @@ def summarize(history: list[dict[str, Any]], status: str, rounds_trained: int,
     """final.json: best (VHL, FedImpro), last (CCVR) and mean-of-5-best (FedBR) accuracy."""
     accs = [row["test_acc"] for row in history]
     best = int(np.argmax(accs)) if accs else None
+    # per-domain, extra-test-set and client-model accuracies of the last evaluated round
+    last = {f"last_{key}": history[-1][key] for key in DETAIL_KEYS if history and key in history[-1]}
     return {
+        **last,
         "status": status,
         "rounds_trained": rounds_trained,
         "diverged_round": diverged_round,
@@ -98,6 +102,23 @@ def _metrics_row(result: RoundResult, acc: float, loss: float, seconds: float) -
         "client_drift": result.client_drift.item(),
         "weight_divergence": {k: v.item() for k, v in result.weight_divergence.items()},
     }
+
+
+def write_plugin_files(plugins: list[Any], out: Path) -> list[str]:
+    """Write what each plug-in's `files()` returns under `out/plugins/<name>/`; the paths,
+    relative to `out`, in plug-in order."""
+    written = []
+    for plugin in plugins:
+        for name, content in plugin.files().items():
+            path = out / "plugins" / plugin.name / name
+            if path.suffix == ".json":
+                atomic.write_json(path, content)
+            elif path.suffix == ".pt":
+                atomic.torch_save(path, content)
+            else:
+                raise ValueError(f"plug-in {plugin.name}: file '{name}' must end in .json or .pt")
+            written.append(path.relative_to(out).as_posix())
+    return written
 
 
 def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
@@ -170,8 +191,8 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
             log(f"round {r}: loss or weights are not finite; run ends as diverged")
             break
         if r % run["eval"]["every"] == 0 or r == rounds:
-            acc, loss = fed.evaluate(run["eval"]["batch_size"])
-            row = _metrics_row(result, acc, loss, time.perf_counter() - began)
+            acc, loss, more = fed.evaluate_all(run["eval"]["batch_size"], result.updates)
+            row = {**_metrics_row(result, acc, loss, time.perf_counter() - began), **more}
             history.append(row)
             norms.append({
                 "round": r,
@@ -187,7 +208,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
         if r in rt["save_client_models"]:
             for u in result.updates:
                 atomic.torch_save(out / "clients" / f"round_{r}" / f"client_{u.client}.pt",
-                                  fed.state_dict_of(u.params, u.buffers))
+                                  fed.state_dict_of(u))
         if r % rt["checkpoint_every"] == 0 and r < rounds:
             checkpoint(r)
         if stop_after is not None and r >= stop_after and r < rounds:
@@ -197,6 +218,9 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
 
     final = summarize(history, status, last_round, diverged_round)
     final["run_id"] = rid
+    files = write_plugin_files(fed.plugins, out)
+    if files:
+        final["files"] = files
     atomic.write_jsonl(out / "metrics.jsonl", history)
     atomic.write_jsonl(out / "classifier_norms.jsonl", norms)
     atomic.torch_save(out / "model.pt", fed.global_state_dict())

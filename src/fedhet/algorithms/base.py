@@ -37,6 +37,8 @@ class ClientUpdate:
     num_samples: int
     steps: int
     extra: dict[str, Any] = field(default_factory=dict)
+    module_params: torch.Tensor | None = None  # the plug-ins' modules (flat), if any
+    module_buffers: torch.Tensor | None = None
 
 
 @dataclass
@@ -56,6 +58,7 @@ class ClientContext:
     steps: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     domains: torch.Tensor | None = None  # domain ids of the current batch (when the data has)
+    modules: torch.nn.ModuleDict | None = None  # the plug-ins' modules being trained
 
 
 def hard_labels(targets: torch.Tensor) -> torch.Tensor:

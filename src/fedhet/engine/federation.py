@@ -14,6 +14,7 @@ same clients in the same rounds for a given seed.
 
 from __future__ import annotations
 
+import copy
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -23,16 +24,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput
+from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput, weighted_average
 from fedhet.catalog import implementation, model_classes, plugins_of
 from fedhet.engine.augment import Augmenter
-from fedhet.engine.evaluation import evaluate_model
+from fedhet.engine.evaluation import evaluate_groups, evaluate_model
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.engine.server import ClientData, ServerView
 from fedhet.engine.sgd import sgd_step
 from fedhet.models import build_model
-from fedhet.plugins import eval_logit_map
+from fedhet.plugins import MODULES_PREFIX, eval_logit_map, plugin_modules
 
 
 @dataclass
@@ -92,6 +93,10 @@ class Federation:
         self.global_ = self._build_model(channels, size)
         self.work = self._build_model(channels, size)
         self.work.load(self.global_.params, self.global_.buffers)
+        # the plug-ins' own modules: averaged like the model, outside the algorithm's rules
+        modules = plugin_modules(self.plugins, self.global_.module, self.seed)
+        self.modules_global = None if modules is None else FlatModel(modules.to(device))
+        self.modules_work = None if modules is None else FlatModel(copy.deepcopy(modules))
 
         self.x_train = data.x_train.to(device)
         self.y_train = data.y_train.to(device)
@@ -99,6 +104,9 @@ class Federation:
         self.y_test = data.y_test.to(device)
         domains = getattr(data, "domain_train", None)
         self.domain_train = None if domains is None else torch.as_tensor(domains).to(device)
+        domains = getattr(data, "domain_test", None)
+        self.domain_test = None if domains is None else torch.as_tensor(domains).to(device)
+        self.domain_names = getattr(data, "domain_names", None)
         self.client_indices = [torch.as_tensor(ix, dtype=torch.long, device=device)
                                for ix in client_indices]
         self.client_angles = None if client_angles is None else [
@@ -118,10 +126,12 @@ class Federation:
             run=run, seed=self.seed, device=device, num_classes=self.num_classes,
             num_clients=self.num_clients, global_model=self.global_, work_model=self.work,
             augmenter=self.augmenter, autocast=self.autocast, channels_last=self.channels_last,
-            x_train=self.x_train, y_train=self.y_train, domain_train=self.domain_train,
+            x_train=self.x_train, y_train=self.y_train, x_test=self.x_test, y_test=self.y_test,
+            domain_train=self.domain_train,
             client_indices=self.client_indices,
             logit_map=eval_logit_map(self.plugins, self.num_classes),
             new_model=lambda: self._build_model(channels, size),
+            plugin_modules=None if self.modules_global is None else self.modules_global.module,
         )
         for plugin in self.plugins:
             plugin.setup(self.server)
@@ -204,6 +214,12 @@ class Federation:
             buffers=work.buffers, global_params=self.global_.params,
             global_buffers=self.global_.buffers, num_samples=n, model=work.module,
         )
+        mods = self.modules_work
+        if mods is not None:
+            mods.load(self.modules_global.params, self.modules_global.buffers)
+            mods.module.train()
+            ctx.modules = mods.module
+            mods_buf = torch.zeros_like(mods.params)
         self.algorithm.client_begin(ctx)
         for plugin in self.plugins:
             plugin.client_begin(ctx)
@@ -229,6 +245,8 @@ class Federation:
                 if self.channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)
                 work.zero_grad()
+                if mods is not None:
+                    mods.zero_grad()
                 with self.autocast:
                     out = self.forward(ctx, x, y)
                     loss = out.loss
@@ -243,9 +261,13 @@ class Federation:
                         torch.nn.utils.clip_grad_norm_(work.module.parameters(), t["max_grad_norm"])
                     sgd_step(work.params, work.grads, lr, momentum, wd, buf)
                     self.algorithm.after_step(ctx)
+                    if mods is not None:
+                        sgd_step(mods.params, mods.grads, lr, momentum, wd, mods_buf)
                 loss_sum += loss.detach().float()
                 ctx.steps += 1
         update = ClientUpdate(client, work.params.clone(), work.buffers.clone(), n, ctx.steps)
+        if mods is not None:
+            update.module_params, update.module_buffers = mods.params.clone(), mods.buffers.clone()
         self.algorithm.client_end(ctx, update)
         for plugin in self.plugins:
             plugin.client_end(ctx, update)
@@ -274,6 +296,9 @@ class Federation:
                 round, self.global_.params, self.global_.buffers, updates
             )
             self.global_.load(params, buffers)
+            if self.modules_global is not None:
+                self.modules_global.load(weighted_average(updates, "module_params"),
+                                         weighted_average(updates, "module_buffers"))
             for plugin in self.plugins:
                 plugin.round_end(round, updates)
             diffs = torch.stack([u.params for u in updates]) - self.global_.params
@@ -292,11 +317,14 @@ class Federation:
         """Bytes sent to the round's clients and back: the model (parameters and buffers)
         each way, plus what the algorithm and the plug-ins declare they send."""
         model = _nbytes([self.global_.params, self.global_.buffers])
+        if self.modules_global is not None:
+            model += _nbytes([self.modules_global.params, self.modules_global.buffers])
         broadcast = model + _nbytes(self.algorithm.broadcast_tensors())
         broadcast += sum(_nbytes(p.broadcast_tensors()) for p in self.plugins)
         up = 0
         for u in updates:
             up += _nbytes(self.algorithm.upload_tensors(u))
+            up += _nbytes([t for t in (u.module_params, u.module_buffers) if t is not None])
             up += sum(_nbytes(p.upload_tensors(u)) for p in self.plugins)
         return broadcast * len(updates), up
 
@@ -307,19 +335,58 @@ class Federation:
                               batch_size, self.autocast,
                               logit_map=eval_logit_map(self.plugins, self.num_classes))
 
+    def evaluate_all(self, batch_size: int = 512,
+                     updates: list[ClientUpdate] | None = None) -> tuple[float, float, dict]:
+        """`evaluate`, plus what else there is to score: accuracy per test domain (from the
+        same passes), on the plug-ins' extra test sets, and, with `eval.client_models`, of
+        each of the round's local client models on the test set."""
+        logit_map = eval_logit_map(self.plugins, self.num_classes)
+        model = self.global_.module
+        acc, loss, per_domain = evaluate_groups(model, self.x_test, self.y_test, self.augmenter,
+                                                batch_size, self.autocast, logit_map,
+                                                groups=self.domain_test)
+        more: dict[str, Any] = {}
+        if per_domain:
+            names = self.domain_names or ()
+            more["domain_acc"] = {(names[d] if d < len(names) else str(d)): a
+                                  for d, a in sorted(per_domain.items())}
+        sets = [s for p in self.plugins for s in p.test_sets()]
+        if sets:
+            more["test_sets"] = {
+                s.name: evaluate_model(model, s.x, s.y, self.augmenter, batch_size,
+                                       self.autocast, logit_map, angles=s.angles)[0]
+                for s in sets
+            }
+        if updates and self.run["eval"]["client_models"]:
+            client_acc = {}
+            for u in updates:
+                self.work.load(u.params, u.buffers)
+                client_acc[str(u.client)] = evaluate_model(
+                    self.work.module, self.x_test, self.y_test, self.augmenter, batch_size,
+                    self.autocast, logit_map)[0]
+            more["client_acc"] = client_acc
+        return acc, loss, more
+
     def global_head_norms(self) -> torch.Tensor:
         off, numel, shape = self.head_weight
         return self.global_.params[off:off + numel].view(shape).norm(dim=1)
 
-    def state_dict_of(self, params: torch.Tensor, buffers: torch.Tensor) -> dict[str, torch.Tensor]:
-        """A regular state dict (CPU) for flat vectors, via the working model."""
-        self.work.load(params, buffers)
-        return {k: v.detach().to("cpu", copy=True).contiguous()
-                for k, v in self.work.module.state_dict().items()}
+    def state_dict_of(self, update: ClientUpdate) -> dict[str, torch.Tensor]:
+        """A client's model as a regular state dict (CPU), with the plug-ins' modules."""
+        self.work.load(update.params, update.buffers)
+        state = _cpu(self.work.module.state_dict())
+        if self.modules_work is not None:
+            self.modules_work.load(update.module_params, update.module_buffers)
+            state.update(_cpu(self.modules_work.module.state_dict(), MODULES_PREFIX))
+        return state
 
     def global_state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().to("cpu", copy=True).contiguous()
-                for k, v in self.global_.module.state_dict().items()}
+        """The global model as a regular state dict (CPU), with the plug-ins' modules under
+        `plugin_modules.` (what the saved-run reader loads)."""
+        state = _cpu(self.global_.module.state_dict())
+        if self.modules_global is not None:
+            state.update(_cpu(self.modules_global.module.state_dict(), MODULES_PREFIX))
+        return state
 
     # -- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -329,6 +396,8 @@ class Federation:
             "algorithm": self.algorithm.state_dict(),
             "plugins": [p.state_dict() for p in self.plugins],
             "momentum_buffers": self.momentum_buffers,
+            **({} if self.modules_global is None
+               else {"plugin_modules": self.modules_global.module.state_dict()}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -338,6 +407,13 @@ class Federation:
             plugin.load_state_dict(_to(ps, self.device))
         self.momentum_buffers = {int(k): v.to(self.device)
                                  for k, v in state["momentum_buffers"].items()}
+        if self.modules_global is not None:
+            self.modules_global.module.load_state_dict(state["plugin_modules"])
+
+
+def _cpu(state: dict[str, torch.Tensor], prefix: str = "") -> dict[str, torch.Tensor]:
+    dot = f"{prefix}." if prefix else ""
+    return {dot + k: v.detach().to("cpu", copy=True).contiguous() for k, v in state.items()}
 
 
 def _nbytes(tensors: list[torch.Tensor]) -> int:

@@ -35,6 +35,18 @@ class ClientData:
 
 
 @dataclass(frozen=True)
+class EvalSet:
+    """A named evaluation set besides the run's test set (a transformed copy of it, such as
+    FedBR's rotated test sets, or another domain's images); its accuracy is logged under
+    `test_sets.<name>` in metrics.jsonl."""
+
+    name: str
+    x: torch.Tensor  # uint8 images on the device
+    y: torch.Tensor
+    angles: torch.Tensor | None = None  # per-image rotation in degrees
+
+
+@dataclass(frozen=True)
 class ServerView:
     """The parts of a federation a plug-in may read or change: the run, the models, the
     clients' data and the test-time scoring. The models are flat (`FlatModel`): changing
@@ -52,7 +64,10 @@ class ServerView:
     channels_last: bool
     x_train: torch.Tensor  # every training image (uint8, on the device)
     y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
     domain_train: torch.Tensor | None
     client_indices: list[torch.Tensor]
     logit_map: Callable[[torch.Tensor], torch.Tensor]  # logits → what the test accuracy scores
     new_model: Callable[[], FlatModel]  # a freshly initialised model of the run (prepared)
+    plugin_modules: torch.nn.ModuleDict | None = None  # the global copies of plug-in modules
