@@ -362,3 +362,21 @@ def test_a_resumed_run_with_plugin_modules_equals_an_uninterrupted_one(tmp_path,
     a = torch.load(tmp_path / "whole" / "model.pt", weights_only=True)
     b = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_soft_targets_reach_a_plugin_with_extra_classes(tmp_path, toy):
+    """Mixup-like soft targets on top of VHL: the virtual classes get no target mass, and
+    VHL's calibration reads hard labels."""
+
+    class Mix(Plugin):
+        def transform_batch(self, ctx, x, y):
+            target = F.one_hot(y, 10).float()
+            return 0.5 * (x + torch.flip(x, [0])), 0.5 * (target + torch.flip(target, [0]))
+
+    run = copy.deepcopy(BASE)
+    run["dataset"]["root"] = str(tmp_path / "data")
+    run["partition"]["root"] = str(tmp_path / "parts")
+    run["plugins"] = [{"name": toy("mix", Mix)},
+                      {"name": "vhl", "params": {"virtual_kind": "noise", "virtual_per_class": 4}}]
+    final = train(run, tmp_path / "out", log=lambda m: None)
+    assert final["status"] == "completed"

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from fedhet.registry import Registry
 
@@ -59,6 +60,14 @@ class ClientContext:
     extra: dict[str, Any] = field(default_factory=dict)
     domains: torch.Tensor | None = None  # domain ids of the current batch (when the data has)
     modules: torch.nn.ModuleDict | None = None  # the plug-ins' modules being trained
+
+
+def task_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy with class labels or soft targets (N×C floats; a model with more outputs
+    than C, such as VHL's virtual classes, gets zero target mass on the extra ones)."""
+    if targets.is_floating_point() and targets.shape[1] < logits.shape[1]:
+        targets = F.pad(targets, (0, logits.shape[1] - targets.shape[1]))
+    return F.cross_entropy(logits, targets)
 
 
 def hard_labels(targets: torch.Tensor) -> torch.Tensor:

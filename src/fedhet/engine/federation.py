@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput, weighted_average
+from fedhet.algorithms.base import task_loss
 from fedhet.catalog import implementation, model_classes, plugins_of
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.evaluation import evaluate_groups, evaluate_model
@@ -197,7 +197,7 @@ class Federation:
                 return out
         features = ctx.model.features(x)
         logits = ctx.model.head(features)
-        return StepOutput(features, logits, y, F.cross_entropy(logits, y), inputs=x)
+        return StepOutput(features, logits, y, task_loss(logits, y), inputs=x)
 
     def train_client(self, client: int, round: int, lr: float) -> tuple[ClientUpdate, torch.Tensor]:
         """Local training of one client; returns its update and the summed step losses."""

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedhet import declare
-from fedhet.algorithms.base import ClientContext, StepOutput
+from fedhet.algorithms.base import ClientContext, StepOutput, hard_labels, task_loss
 from fedhet.catalog import method
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.seeding import derive_seed, generator
@@ -240,8 +240,9 @@ class VHL(Plugin):
         if self.fed.channels_last:
             inputs = inputs.contiguous(memory_format=torch.channels_last)
         h, feats, logits = self._run(ctx.model, inputs)
+        loss = task_loss(logits[:n], y)  # y: labels, or soft targets of a batch hook
+        y = hard_labels(y)
         targets = torch.cat([y, yv + self.num_classes])
-        loss = F.cross_entropy(logits[:n], y)
         if self.w_vce:
             loss = loss + self.w_vce * F.cross_entropy(logits[n:], targets[n:])
         if self.w_cal or self.w_vsup:
@@ -256,7 +257,8 @@ class VHL(Plugin):
 
     def _forward_vfa(self, ctx: ClientContext, x: Tensor, y: Tensor) -> StepOutput:
         h, feats, logits = self._run(ctx.model, x)
-        loss = F.cross_entropy(logits, y)
+        loss = task_loss(logits, y)
+        y = hard_labels(y)
         labels = torch.randint(self.cv, (self.batch,), device=self.device, generator=self.gen)
         noise = torch.randn(self.batch, self.feature_means.shape[1], device=self.device,
                             generator=self.gen)
