@@ -84,3 +84,15 @@ def test_channels_last_views_keep_the_model_working():
     assert torch.allclose(model(x.contiguous(memory_format=torch.channels_last)), expected, atol=1e-5)
     flat.params.mul_(0)
     assert float(conv.weight.detach().abs().sum()) == 0.0
+
+
+def test_the_readme_example_run_file_resolves():
+    """The file the README's first `fedhet train` command reads exists and is a valid run."""
+    from pathlib import Path
+
+    from fedhet.config import load_yaml, resolve_run
+
+    root = Path(__file__).resolve().parents[1]
+    assert "--config examples/run.yaml" in (root / "README.md").read_text()
+    run = resolve_run(load_yaml(str(root / "examples" / "run.yaml")))
+    assert run["dataset"]["name"] == "digits10" and run["training"]["rounds"] == 20

@@ -215,6 +215,9 @@ def test_csv_schema_and_markdown(tmp_path, demo):
     assert "**α=0.05, E=1, K=10** (target ACC: paper 69 / ours 55" in md
     html = T.render_html(lines, item.payload(), "demo")
     assert "<table>" in html and "pending" in html
+    # the group header is bold in HTML, with no markdown asterisks left over
+    assert "<b>α=0.05, E=1, K=10</b> (target ACC: paper 69 / ours 55" in html
+    assert "**" not in html
 
 
 def test_settings_table_shows_the_transcribed_values(demo):

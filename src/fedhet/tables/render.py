@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,9 @@ from fedhet.tables.schema import CONFIG, PENDING, QUOTED, is_nan
 # metrics a cell's calibration gain is printed next to (CCVR), in parentheses
 GAIN_HOSTS = ("acc", "last_acc")
 QUOTED_MARK = "(quoted)"
+
+
+GROUP_ROW = re.compile(r"\*\*(.+?)\*\*(.*)")  # a group header row of the markdown table
 
 
 def fmt(value: Any, metric: str, std: Any = None) -> str:
@@ -219,10 +223,11 @@ def render_html(
     ]
     for row in body:
         first = row[0]
-        if first.startswith("**"):
-            parts.append(
-                f"<tr><td colspan='{len(header)}'><b>{html.escape(first.strip('*'))}</b></td></tr>"
-            )
+        group = GROUP_ROW.fullmatch(first)
+        if group:  # a group header, markdown "**name** (details)"
+            name, details = group.groups()
+            parts.append(f"<tr><td colspan='{len(header)}'><b>{html.escape(name)}</b>"
+                         f"{html.escape(details)}</td></tr>")
             continue
         parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
     parts.append("</table></body></html>")

@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -70,6 +71,7 @@ def main(sm) -> None:
         )
         if spec.get("yscale"):
             ax.set_yscale(spec["yscale"])
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
         ax.set_xlabel("communication round")
         ax.set_ylabel(spec.get("ylabel", spec["metric"]))
     ax.set_title(spec["title"], fontsize=9)
