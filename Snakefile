@@ -31,7 +31,7 @@ wildcard_constraints:
     paper=alternation(X.PAPERS),
     table=alternation(TABLE_IDS),
     figure=alternation(FIGURE_IDS),
-    target=r"[a-z0-9]+_[a-z0-9]+",
+    target=r"[a-z0-9]+(_[a-z0-9]+)*",
 
 
 include: "workflow/rules/data.smk"

@@ -218,10 +218,11 @@ def test_named_targets(workdir):
     assert dry(workdir, "vhl_t1") == {}
     proc = snakemake(workdir["dir"], "-n", "fedbr", env=workdir["env"])
     assert "fedbr: no table or figure is configured yet" in proc.stdout + proc.stderr
-    proc = snakemake(workdir["dir"], "-n", "vhl_t99", env=workdir["env"], check=False)
-    assert proc.returncode != 0
-    assert "unknown target 'vhl_t99'; valid targets:" in proc.stdout + proc.stderr
-    assert "vhl_t1" in proc.stdout + proc.stderr
+    for name in ("vhl_t99", "nonexist"):  # with or without an underscore
+        proc = snakemake(workdir["dir"], "-n", name, env=workdir["env"], check=False)
+        assert proc.returncode != 0
+        assert f"unknown target '{name}'; valid targets:" in proc.stdout + proc.stderr
+        assert "vhl_t1" in proc.stdout + proc.stderr
 
 
 def test_other_scale_lives_side_by_side(workdir):

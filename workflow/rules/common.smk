@@ -132,7 +132,7 @@ def ci_targets():
 
 
 def unknown_target(wildcards):
-    """Input function of the catch-all rule: an unknown `<paper>_<id>` target."""
+    """Input function of the catch-all rule: an unknown target name."""
     valid = sorted([*ITEMS, *X.PAPERS, "all", "ci", "results"])
     raise WorkflowError(
         f"unknown target '{wildcards.target}'; valid targets: {', '.join(valid)}"

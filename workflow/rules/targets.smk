@@ -33,7 +33,7 @@ for _paper in X.PAPERS:
                 f"(config/papers/{_paper}.yaml); nothing to build."
 
 
-# Anything else shaped like a target (`vhl_t99`) stops with the list of valid targets.
+# Anything else shaped like a target (`vhl_t99`, `nonexist`) stops with the list of valid targets.
 rule unknown_target:
     input:
         unknown_target,
