@@ -275,7 +275,7 @@ def test_ci_target_touches_every_rule_and_method(workdir):
             "config/config.yaml",
             "scale: demo",
             "scale: huge",
-            r"unknown scale 'huge'; valid: demo, paper, small",
+            r"config/config\.yaml: unknown scale 'huge'; valid: demo, paper, small",
         ),
     ],
 )
@@ -302,3 +302,10 @@ def test_seeds_from_the_command_line(workdir):
     exp = load_experiment(cfg, workdir["dir"])
     counts = dry(workdir, "--config", "seeds=[0,1]")
     assert counts.get("train") == len(exp.runs)
+
+
+def test_a_scale_from_the_command_line_is_blamed_there(workdir):
+    proc = snakemake(workdir["dir"], "-n", "--config", "scale=big", env=workdir["env"],
+                     check=False)
+    assert proc.returncode != 0
+    assert "--config scale=big: unknown scale 'big'" in proc.stdout + proc.stderr

@@ -40,8 +40,14 @@ def load_and_validate():
     scale_file = ROOT / "config" / "scales" / f"{config['scale']}.yaml"
     if not scale_file.exists():
         valid = sorted(p.stem for p in scale_file.parent.glob("*.yaml"))
+        in_file = X.read_yaml(ROOT / "config" / "config.yaml").get("scale")
+        where = (
+            "config/config.yaml"
+            if config["scale"] == in_file
+            else f"--config scale={config['scale']}"
+        )
         raise WorkflowError(
-            f"config/config.yaml: unknown scale '{config['scale']}'; valid: {', '.join(valid)}"
+            f"{where}: unknown scale '{config['scale']}'; valid: {', '.join(valid)}"
         )
     validate_file(
         X.read_yaml(scale_file),
