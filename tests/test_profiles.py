@@ -21,7 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "profiles"
 SLURM = PROFILES / "slurm" / "config.yaml"
 SLURM_CI = PROFILES / "slurm-ci" / "config.yaml"
+PARTITIONS = PROFILES / "slurm" / "partitions.yaml"
 TRAIN = "train"  # name of the training rule in the workflow
+# what the workflow's GPU jobs declare at the demo scale (workflow/rules/common.smk, train.smk)
+GPU_JOB = {"gpu": 1, "mem_mb": 2000, "runtime": 6}
 
 
 def load(path: Path) -> dict:
@@ -53,26 +56,42 @@ def test_profile_common_keys(path):
     assert int(prof["jobs"]) >= 1
     for key in ("mem_mb", "runtime", "slurm_partition"):
         assert key in prof["default-resources"], key
-    train = prof["set-resources"][TRAIN]
-    for key in ("gpu", "mem_mb", "runtime"):
-        assert key in train, key
     for key in ("retries", "latency-wait", "rerun-incomplete", "keep-going"):
         assert key in prof, key
 
 
-def test_slurm_profile_requests_a_gpu_for_training(slurm):
-    train = slurm["set-resources"][TRAIN]
-    assert int(train["gpu"]) == 1
-    assert int(train["cpus_per_gpu"]) >= 1
-    # threads of the training job match the cores SLURM gives it
-    assert slurm["set-threads"][TRAIN] == train["cpus_per_gpu"]
+@pytest.mark.parametrize("path", [SLURM, SLURM_CI], ids=["slurm", "slurm-ci"])
+def test_profiles_name_no_rule(path):
+    """Resources are declared with the rules; a profile routes by resource, so a rule added
+    later needs no profile edit."""
+    prof = load(path)
+    assert "set-resources" not in prof and "set-threads" not in prof
+
+
+def test_slurm_profile_routes_gpu_jobs_to_a_gpu_partition(slurm):
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from snakemake_executor_plugin_slurm.partitions import (
+        get_best_partition,
+        read_partition_file,
+    )
+
+    assert slurm["slurm-partition-config"] == "profiles/slurm/partitions.yaml"
+    partitions = read_partition_file(PARTITIONS)
+
+    class Log:
+        def info(self, *a):
+            pass
+
+        debug = warning = info
+
+    assert get_best_partition(partitions, _Job({**GPU_JOB}), Log()) == "gpu"
+    assert get_best_partition(partitions, _Job({"mem_mb": 2000, "runtime": 10}), Log()) == "cpu"
+    assert get_best_partition(partitions, _Job({"gpu": 16}), Log()) is None  # fits nowhere
     assert "slurm_account" in slurm["default-resources"]
     assert int(slurm["retries"]) >= 1
 
 
 def test_slurm_ci_profile_fits_the_test_cluster(slurm_ci):
-    train = slurm_ci["set-resources"][TRAIN]
-    assert int(train["gpu"]) == 0
     assert slurm_ci["slurm-status-command"] == "squeue"
     assert slurm_ci["slurm-no-account"] is True
     assert int(slurm_ci["slurm-init-seconds-before-status-checks"]) == 1
@@ -80,7 +99,6 @@ def test_slurm_ci_profile_fits_the_test_cluster(slurm_ci):
     assert slurm_ci["default-resources"]["slurm_partition"] == "debug"
     # one node: 2 CPUs, ~24 GB
     assert int(slurm_ci["max-threads"]) <= 2
-    assert int(train["mem_mb"]) <= 8000
     assert int(slurm_ci["default-resources"]["mem_mb"]) <= 8000
     assert "slurm_account" not in slurm_ci["default-resources"]
 
@@ -147,10 +165,11 @@ def evaluate(resources: dict, attempt: int = 1) -> dict:
     return out
 
 
-def train_resources(profile: dict, attempt: int = 1) -> dict:
-    res = dict(profile["default-resources"])
-    res.update(profile["set-resources"][TRAIN])
-    return evaluate(res, attempt)
+def train_resources(profile: dict, attempt: int = 1, gpus: int = 1) -> dict:
+    """A training job's resources: the profile's defaults under what the rule declares."""
+    res = evaluate(dict(profile["default-resources"]), attempt)
+    res.update({**GPU_JOB, "gpu": gpus})
+    return res
 
 
 def submit_command(job: _Job) -> str:
@@ -183,48 +202,42 @@ def test_gres_string_for_one_gpu():
 
 
 def test_slurm_profile_submits_training_with_one_gpu(slurm, monkeypatch):
-    for var in ("FEDHET_SLURM_PARTITION", "FEDHET_SLURM_GPU_PARTITION", "FEDHET_SLURM_ACCOUNT"):
+    for var in ("FEDHET_SLURM_PARTITION", "FEDHET_SLURM_ACCOUNT"):
         monkeypatch.delenv(var, raising=False)
     res = train_resources(slurm)
-    # unset environment variables leave partition/account to the cluster / plugin
+    # unset environment variables leave the partition to the partition file, the account to
+    # the plugin
     assert "slurm_partition" not in res and "slurm_account" not in res
-    job = _Job(res, threads=slurm["set-threads"][TRAIN])
-    args = submit_command(job).split()
+    args = submit_command(_Job(res, threads=8)).split()
     assert "--gpus=1" in args
-    assert f"--cpus-per-gpu={slurm['set-resources'][TRAIN]['cpus_per_gpu']}" in args
     assert args[args.index("--mem") + 1] == str(res["mem_mb"])
     assert args[args.index("-t") + 1] == str(res["runtime"])
     assert not any(a.startswith("--ntasks") for a in args)
     assert "-p" not in args
 
 
-def test_slurm_profile_resources_grow_with_attempt(slurm):
-    first, third = train_resources(slurm, 1), train_resources(slurm, 3)
+def test_slurm_profile_default_resources_grow_with_attempt(slurm):
+    first = evaluate(slurm["default-resources"], 1)
+    third = evaluate(slurm["default-resources"], 3)
     assert third["mem_mb"] == 3 * first["mem_mb"]
     assert third["runtime"] == 3 * first["runtime"]
 
 
 def test_slurm_profile_partition_and_account_from_environment(slurm, monkeypatch):
-    monkeypatch.setenv("FEDHET_SLURM_PARTITION", "cpu")
+    monkeypatch.setenv("FEDHET_SLURM_PARTITION", "short")
     monkeypatch.setenv("FEDHET_SLURM_ACCOUNT", "proj42")
-    monkeypatch.delenv("FEDHET_SLURM_GPU_PARTITION", raising=False)
     defaults = evaluate(slurm["default-resources"])
-    assert defaults["slurm_partition"] == "cpu" and defaults["slurm_account"] == "proj42"
-    assert train_resources(slurm)["slurm_partition"] == "cpu"
-    monkeypatch.setenv("FEDHET_SLURM_GPU_PARTITION", "gpu")
-    res = train_resources(slurm)
-    assert res["slurm_partition"] == "gpu"
-    args = submit_command(_Job(res, threads=8)).split()
-    assert args[args.index("-p") + 1] == "gpu"
+    assert defaults["slurm_partition"] == "short" and defaults["slurm_account"] == "proj42"
+    args = submit_command(_Job(train_resources(slurm), threads=8)).split()
+    assert args[args.index("-p") + 1] == "short"
 
 
 def test_slurm_ci_profile_submits_training_without_gpu(slurm_ci):
-    res = train_resources(slurm_ci)
+    res = train_resources(slurm_ci, gpus=0)  # FEDHET_JOB_GPUS=0, as ci/slurm-smoke.sh sets
     args = submit_command(_Job(res, threads=1)).split()
     assert not any(a.startswith(("--gpus", "--gres", "--cpus-per-gpu")) for a in args)
     assert "--cpus-per-task=1" in args
     assert args[args.index("-p") + 1] == "debug"
-    assert args[args.index("--mem") + 1] == str(slurm_ci["set-resources"][TRAIN]["mem_mb"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,7 +253,7 @@ rule all:
 rule train:
     output: "results/model_{seed}.txt"
     resources:
-        gpu=1,
+        gpu=int(__import__("os").environ.get("FEDHET_JOB_GPUS") or 1),
         mem_mb=lambda wc, attempt: 1000 * attempt,
         runtime=lambda wc, attempt: 10 * attempt,
     shell: "echo $SLURM_JOB_ID > {output}"
@@ -276,9 +289,13 @@ def test_dry_run_with_profile(tmp_path, profile, gpu):
     (tmp_path / "profiles" / "default" / "config.yaml").write_text(
         "set-resources:\n  train:\n    gpu: 7\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDHET_SLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDHET_SLURM_", "FEDHET_JOB"))}
+    if profile == "slurm-ci":
+        env["FEDHET_JOB_GPUS"] = "0"  # the test node has no GPU (ci/slurm-smoke.sh sets it)
     cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", str(PROFILES / profile)]
     cmd += ["--workflow-profile", "none"]
+    if profile == "slurm":  # its partition file is named relative to the repository root
+        cmd += ["--slurm-partition-config", str(PARTITIONS)]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -296,3 +313,29 @@ def test_ci_scripts_parse(script):
     path = REPO / "ci" / script
     assert os.access(path, os.X_OK), f"{path} is not executable"
     subprocess.run([bash, "-n", str(path)], check=True)
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("gpus, expected", [(None, "gpu=1"), ("0", "gpu=0")])
+def test_the_workflows_gpu_jobs_ask_for_the_scales_gpus(gpus, expected):
+    """Training and calibration ask for GPUs (the scale's, or $FEDHET_JOB_GPUS); the other
+    cluster jobs (analysis figures) ask for none."""
+    env = {k: v for k, v in os.environ.items() if k != "FEDHET_JOB_GPUS"}
+    if gpus is not None:
+        env["FEDHET_JOB_GPUS"] = gpus
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--forceall", "ccvr_fig6"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen: dict[str, set[str]] = {}
+    rule = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("rule "):
+            rule = line[5:].rstrip(":")
+        elif rule and line.strip().startswith("resources:"):
+            items = [t.strip() for t in line.split("resources:")[1].split(",")]
+            seen.setdefault(rule, set()).add(next((t for t in items if t.startswith("gpu=")), ""))
+            rule = None
+    assert seen["train"] == {expected} and seen["calibrate"] == {expected}
+    assert seen["analysis_figure"] == {""}

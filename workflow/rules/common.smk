@@ -3,6 +3,7 @@
 import copy
 import json
 import math
+import os
 from pathlib import Path
 
 import yaml
@@ -71,6 +72,23 @@ def load_and_validate():
 EXP = load_and_validate()
 SCALE = EXP.scale
 RES = EXP.scale_config["resources"]
+
+
+def gpus_per_job():
+    """GPUs each GPU job (training, calibration) asks for: the scale's `resources.gpu`, or
+    $FEDHET_JOB_GPUS where set (0 on a cluster or machine without GPUs: the code then runs on
+    the CPU). Profiles route jobs by this request, never by rule name."""
+    override = os.environ.get("FEDHET_JOB_GPUS", "").strip()
+    if not override:
+        return int(RES["gpu"])
+    if not override.isdigit():
+        raise WorkflowError(
+            f"FEDHET_JOB_GPUS must be a whole number of GPUs, got {override!r}"
+        )
+    return int(override)
+
+
+JOB_GPUS = gpus_per_job()
 ITEMS = EXP.items
 TABLE_IDS = sorted({i.id for i in ITEMS.values() if not i.is_figure})
 FIGURE_IDS = sorted({i.id for i in ITEMS.values() if i.is_figure})
