@@ -79,9 +79,13 @@ def test_full_dag_builds_fast(scale):
     assert seconds < 20, f"{scale} DAG took {seconds:.1f} s"
 
 
-def test_slurm_resources_in_the_training_rule():
-    text = (ROOT / "workflow" / "rules" / "train.smk").read_text()
-    assert re.search(r"gpu=RES\[\"gpu\"\]", text)
+def test_slurm_resources_in_the_gpu_rules():
+    """Training and calibration ask for the GPUs of one declaration (common.smk: the scale's,
+    or $FEDHET_JOB_GPUS)."""
+    for rules in ("train.smk", "posthoc.smk"):
+        text = (ROOT / "workflow" / "rules" / rules).read_text()
+        assert re.search(r"gpu=JOB_GPUS,", text), rules
+    assert 'return int(RES["gpu"])' in (ROOT / "workflow" / "rules" / "common.smk").read_text()
     for scale in ("demo", "small", "paper"):
         res = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())[
             "resources"
@@ -145,6 +149,9 @@ def test_first_run_builds_everything_once(workdir):
                 assert (tmp / f"results/demo/tables/{item.paper}/{item.id}.{ext}").exists()
     html = (tmp / "reports/demo/report.html").read_text()
     assert "Scorecard" in html
+    # the share of the papers' rounds, said once, from the scale's own `rounds` setting
+    factor = yaml.safe_load((tmp / "config/scales/demo.yaml").read_text())["rounds"]["factor"]
+    assert f"{100 * factor:g}% of the papers' rounds (at least" in html
     assert (tmp / "results/demo/scorecard.csv").exists()
     for rid in exp.runs:
         assert (tmp / f"results/demo/benchmarks/train/{rid}.tsv").exists()

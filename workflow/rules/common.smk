@@ -338,8 +338,19 @@ def calibration_settings(wildcards, output):
 
 
 def scenario_note():
-    """One line saying what this scale is (shown under every table and figure)."""
-    return " ".join(str(EXP.scale_config.get("description", "")).split())
+    """One line saying what this scale is (shown under every table and figure, and in the
+    report): the scale's description, and its share of the papers' rounds read from its own
+    `rounds` setting."""
+    text = " ".join(str(EXP.scale_config.get("description", "")).split()).rstrip(".")
+    rounds = EXP.scale_config["rounds"]
+    if float(rounds["factor"]) == 1.0:
+        return f"{text}."
+    share = f"{100 * float(rounds['factor']):g}%"
+    return f"{text}; {share} of the papers' rounds (at least {rounds['min']})."
+
+
+# the report's introduction says the same (reports/workflow.rst)
+config["scale_note"] = scenario_note()
 
 
 # Params of the figure rules (workflow/rules/figures.smk).
