@@ -184,7 +184,9 @@ def test_prepare_data_verifies_what_it_reports(tmp_path, capsys):
     options = '{"train_per_class": 5, "test_per_class": 2}'
     argv = ["prepare-data", "--dataset", "digits10", "--root", str(root), "--options", options]
     assert main(argv) == 0
-    path = Path(capsys.readouterr().out.strip())
+    said = capsys.readouterr()
+    path = Path(said.out.strip())
+    assert f"{path} (sha256 " in said.err and "verified" in said.err  # the job's log line
     path.write_bytes(path.read_bytes()[:-10] + b"0123456789")
     err = expect_clean_failure(argv, r"is corrupt: its sha256", capsys, None)
     assert f"--root {root}" in err and '"train_per_class": 5' in err  # the hint rebuilds it there

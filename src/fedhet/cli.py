@@ -91,8 +91,12 @@ def cmd_prepare_data(args: argparse.Namespace) -> int:
             raise ConfigError(f"dataset '{args.dataset}' is not downloaded; "
                               f"see `python -m fedhet.data list` for how it is obtained")
         options["download"] = True
+    resolved = resolve_options(args.dataset, options)
     path = prepare_dataset(args.dataset, args.root, options)
-    verify_cache_file(path, args.dataset, resolve_options(args.dataset, options))
+    checksum = verify_cache_file(path, args.dataset, resolved)
+    # the log of the workflow's prepare_data job: what was prepared, from what, verified
+    print(f"{args.dataset} {json.dumps(resolved, sort_keys=True)}: {path} "
+          f"(sha256 {checksum}, verified)", file=sys.stderr)
     print(path)
     return 0
 
