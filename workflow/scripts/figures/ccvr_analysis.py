@@ -99,6 +99,8 @@ def plot_cka(payload, sm):
             mat = part.pivot(index="client_a", columns="client_b", values="cka")
             sns.heatmap(mat, vmin=0, vmax=1, cmap="viridis", ax=axes[i][j], cbar=j == len(shown) - 1)
             axes[i][j].set_title(f"{setting}: {layer}", fontsize=8)
+            axes[i][j].set_xlabel("client")
+            axes[i][j].set_ylabel("client")
     return fig, f"{len(df)} CKA values"
 
 
