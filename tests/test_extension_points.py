@@ -16,7 +16,7 @@ from fedhet.data import load_dataset
 from fedhet.declare import Method
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.federation import Federation
-from fedhet.engine.server import ClientData, ServerView, EvalSet
+from fedhet.engine.server import ClientData, EvalSet, ServerView
 from fedhet.engine.sgd import sgd_step
 from fedhet.models import MODELS, build_model
 from fedhet.plugins import PLUGINS, Plugin

@@ -493,3 +493,13 @@ def test_unknown_metric_names_list_the_valid_ones():
     payload["cells"][0]["metrics"] = ["lr"]
     with pytest.raises(ValueError, match="table tx: metric 'lr' is a run setting"):
         T.compute_table(payload, {}, "demo")
+
+
+def test_titles_write_paper_names_as_their_authors_do(demo):
+    item = demo.items["fedimpro_t1"]
+    payload = item.payload()
+    assert payload["paper_name"] == "FedImpro"
+    res = fake_results(item, lambda labels: ([40.0, 55.5], "completed"))
+    lines = T.compute_table(payload, res, "demo")
+    assert T.render_markdown(lines, payload, "demo").startswith("# FedImpro ")
+    assert "<h3>FedImpro " in T.render_html(lines, payload, "demo")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The five papers this workflow reproduces (config/papers/<paper>.yaml each).
-PAPERS = ("vhl", "fedlgd", "fedimpro", "ccvr", "fedbr")
+from fedhet.papers import PAPERS, paper_name  # noqa: F401  (re-exported)
 
 
 def datasets() -> list[str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedhet import tables as T
+from fedhet.papers import paper_name
 
 COLUMNS = ["paper", "claim", "scale", "seeds", "result", "ours", "in_paper", "require"]
 
@@ -31,7 +32,7 @@ def rst_table(df: pd.DataFrame, scale: str, seeds: int) -> str:
     ]
     for row in df.itertuples(index=False):
         out += [
-            f"   * - {row.paper.upper()}",
+            f"   * - {paper_name(row.paper)}",
             f"     - {row.claim}",
             f"     - **{row.result}**",
             f"     - {row.ours}",

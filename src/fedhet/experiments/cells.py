@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fedhet.papers import paper_name
+
 
 @dataclass
 class Cell:
@@ -73,6 +75,7 @@ class Item:
         """Everything a table/figure script needs (passed as Snakemake params)."""
         return {
             "paper": self.paper,
+            "paper_name": paper_name(self.paper),
             "id": self.id,
             "kind": self.kind,
             "spec": self.spec,

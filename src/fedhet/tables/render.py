@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fedhet.papers import paper_name
 from fedhet.tables.metrics import TARGET, lookup
 from fedhet.tables.schema import CONFIG, PENDING, QUOTED, is_nan
 
@@ -173,7 +174,7 @@ def render_markdown(
     header, body = layout(lines, payload)
     spec = payload["spec"]
     note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
-    out = [f"# {payload['paper'].upper()} {spec.get('title', payload['id'])}", ""]
+    out = [f"# {paper_name(payload['paper'])} {spec.get('title', payload['id'])}", ""]
     legend = (
         f"Scale: `{scale}`. Each cell: paper / ours (ours − paper). "
         "`pending`: the method is not implemented yet. `Nan`: target never reached "
@@ -213,7 +214,7 @@ def render_html(
             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
             "td:first-child{text-align:left}</style></head><body>"
         ),
-        f"<h3>{html.escape(payload['paper'].upper())} {html.escape(spec.get('title', ''))}</h3>",
+        f"<h3>{html.escape(paper_name(payload['paper']))} {html.escape(spec.get('title', ''))}</h3>",
         (
             f"<p>Scale <b>{html.escape(scale)}</b>. Each cell: paper / ours (ours − paper). "
             "<i>pending</i>: method not implemented yet; <i>Nan</i>: target never reached or "
