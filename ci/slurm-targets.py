@@ -64,24 +64,16 @@ def every_rule(seed: int) -> list[str]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     cluster = module.nonlocal_rules(Path("."), {"seeds": [seed]})
+    dag = dag_jobs(seed)
     targets, covered = smallest_runs(seed, 1), {"train"}
     for rule in cluster:
         if rule in covered:
             continue
-        jobs = [(len(i), o[0]) for r, i, o in dag_jobs_cache(seed) if r == rule and o]
+        jobs = [(len(i), o[0]) for r, i, o in dag if r == rule and o]
         if not jobs:
             raise SystemExit(f"rule '{rule}' has no job in the ci target; add one to config.ci")
         targets.append(min(jobs)[1])  # the job with the fewest inputs
     return targets
-
-
-_DAG: dict[int, list] = {}
-
-
-def dag_jobs_cache(seed: int) -> list[tuple[str, list[str], list[str]]]:
-    if seed not in _DAG:
-        _DAG[seed] = dag_jobs(seed)
-    return _DAG[seed]
 
 
 def main() -> None:

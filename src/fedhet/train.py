@@ -28,7 +28,7 @@ from fedhet.engine.federation import Federation, RoundResult
 from fedhet.partition import load_or_make_partition
 
 CHECKPOINT = "checkpoint.pt"
-DETAIL_KEYS = ("domain_acc", "test_sets", "client_acc")  # see Federation.evaluate_all
+DETAIL_KEYS = ("domain_acc", "test_sets", "client_acc")  # see Federation.evaluate
 
 
 def git_commit() -> str | None:
@@ -191,7 +191,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
             log(f"round {r}: loss or weights are not finite; run ends as diverged")
             break
         if r % run["eval"]["every"] == 0 or r == rounds:
-            acc, loss, more = fed.evaluate_all(run["eval"]["batch_size"], result.updates)
+            acc, loss, more = fed.evaluate(run["eval"]["batch_size"], result.updates)
             row = {**_metrics_row(result, acc, loss, time.perf_counter() - began), **more}
             history.append(row)
             norms.append({

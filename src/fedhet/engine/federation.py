@@ -329,18 +329,12 @@ class Federation:
         return broadcast * len(updates), up
 
     # -- evaluation ---------------------------------------------------------------------
-    def evaluate(self, batch_size: int = 512) -> tuple[float, float]:
-        """Test accuracy and mean test loss of the global model."""
-        return evaluate_model(self.global_.module, self.x_test, self.y_test, self.augmenter,
-                              batch_size, self.autocast,
-                              logit_map=eval_logit_map(self.plugins, self.num_classes))
-
-    def evaluate_all(self, batch_size: int = 512,
-                     updates: list[ClientUpdate] | None = None) -> tuple[float, float, dict]:
-        """`evaluate`, plus what else there is to score: accuracy per test domain (from the
-        same passes), on the plug-ins' extra test sets, and, with `eval.client_models`, of
-        each of the round's local client models on the test set."""
-        logit_map = eval_logit_map(self.plugins, self.num_classes)
+    def evaluate(self, batch_size: int = 512,
+                 updates: list[ClientUpdate] | None = None) -> tuple[float, float, dict]:
+        """Test accuracy and mean test loss of the global model, plus what else there is to
+        score: accuracy per test domain (from the same passes), on the plug-ins' extra test
+        sets, and, with `eval.client_models`, of each of the round's local client models."""
+        logit_map = self.server.logit_map
         model = self.global_.module
         acc, loss, per_domain = evaluate_groups(model, self.x_test, self.y_test, self.augmenter,
                                                 batch_size, self.autocast, logit_map,
