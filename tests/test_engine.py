@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fedhet.algorithms.base import ClientUpdate
 from fedhet.config import ConfigError, resolve_run, run_id
 from fedhet.data import load_dataset
 from fedhet.engine.augment import random_crop
@@ -154,7 +155,7 @@ def test_same_seed_same_metrics_and_outputs(data_root, tmp_path):
     assert set(final) >= {"best_acc", "best_round", "last_acc", "top5_mean_acc"}
     row = json.loads((tmp_path / "a" / "metrics.jsonl").read_text().splitlines()[0])
     assert set(row) >= {"round", "test_acc", "test_loss", "train_loss", "seconds",
-                        "client_drift", "weight_divergence"}
+                        "client_drift", "weight_divergence", "weight_divergence_total"}
     assert row["client_drift"] > 0 and "head" in row["weight_divergence"]
 
 
@@ -203,3 +204,26 @@ def test_bad_names_and_keys_are_reported(data_root, tmp_path):
         train({**run, "model": {"name": "resnet19"}}, tmp_path / "o", log=lambda m: None)
     with pytest.raises(ConfigError, match="valid: .*digits10"):
         train({**run, "dataset": {"name": "cifar11"}}, tmp_path / "o", log=lambda m: None)
+
+
+def test_weight_divergence_total_is_the_mean_distance_to_the_new_global_model(data_root, tmp_path):
+    """Two clients at known offsets: client A (1 sample) at w + 4u, client B (3 samples) at w,
+    so FedAvg's new model is w + u and the distances are 3 and 1 (‖u‖ = 1)."""
+    run = resolve_run(tiny_run(data_root, tmp_path, clients_per_round=2))
+    data = load_dataset(DATA["name"], data_root, DATA["options"])
+    fed = Federation(run, data, [np.arange(0, 30), np.arange(30, 60)], torch.device("cpu"))
+    w = fed.global_.params.clone()
+    u = torch.zeros_like(w)
+    u[:2] = torch.tensor([0.6, 0.8])
+    buffers = fed.global_.buffers.clone()
+    offsets = {0: (w + 4 * u, 1), 1: (w.clone(), 3)}
+
+    def fake_client(client, round, lr):
+        params, n = offsets[client]
+        return ClientUpdate(client, params, buffers, n, 1), torch.zeros(())
+
+    fed.train_client = fake_client
+    result = fed.run_round(1)
+    assert torch.allclose(fed.global_.params, w + u, atol=1e-6)
+    assert result.weight_divergence_total.item() == pytest.approx(2.0, rel=1e-5)  # (3 + 1) / 2
+    assert result.client_drift.item() == pytest.approx(5.0, rel=1e-5)  # (9 + 1) / 2

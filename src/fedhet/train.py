@@ -100,6 +100,7 @@ def _metrics_row(result: RoundResult, acc: float, loss: float, seconds: float) -
         "bytes_down": result.bytes_down,  # server → the round's clients
         "bytes_up": result.bytes_up,  # the round's clients → server
         "client_drift": result.client_drift.item(),
+        "weight_divergence_total": result.weight_divergence_total.item(),
         "weight_divergence": {k: v.item() for k, v in result.weight_divergence.items()},
     }
 

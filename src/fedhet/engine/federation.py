@@ -45,6 +45,7 @@ class RoundResult:
     clients: list[int]
     train_loss: torch.Tensor  # mean over all local steps of the round
     client_drift: torch.Tensor  # mean_k ‖w_k − w_new‖²
+    weight_divergence_total: torch.Tensor  # mean_k ‖w_k − w_new‖ (FedImpro Fig. 2b)
     weight_divergence: dict[str, torch.Tensor]  # mean_k ‖w_k,l − w_new,l‖ per module l
     client_head_norms: dict[int, torch.Tensor]  # per-class classifier weight norms
     updates: list[ClientUpdate]
@@ -302,7 +303,8 @@ class Federation:
             for plugin in self.plugins:
                 plugin.round_end(round, updates)
             diffs = torch.stack([u.params for u in updates]) - self.global_.params
-            drift = diffs.pow(2).sum(1).mean()
+            norms = diffs.pow(2).sum(1)
+            drift, total = norms.mean(), norms.sqrt().mean()
             divergence = {name: diffs[:, a:b].norm(dim=1).mean()
                           for name, (a, b) in self.module_ranges.items()}
             off, numel, shape = self.head_weight
@@ -310,7 +312,7 @@ class Federation:
                           for u in updates}
             finite = bool(torch.isfinite(losses) & torch.isfinite(self.global_.params).all())
         down, up = self.communication(updates)
-        return RoundResult(round, lr, clients, losses / max(steps, 1), drift, divergence,
+        return RoundResult(round, lr, clients, losses / max(steps, 1), drift, total, divergence,
                            head_norms, updates, finite, time.perf_counter() - began, down, up)
 
     def communication(self, updates: list[ClientUpdate]) -> tuple[int, int]:

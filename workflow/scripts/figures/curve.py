@@ -45,42 +45,59 @@ def load_curves(payload, metric_files):
     return pd.DataFrame(rows), pending
 
 
+def draw(ax, df, spec, several: bool, legend: bool) -> None:
+    """One panel: the metric against the round, a line per hue (and style) value."""
+    sns.lineplot(
+        data=df,
+        x="round",
+        y="value",
+        hue=spec.get("hue"),
+        style=spec.get("style"),
+        errorbar="sd" if several else None,
+        legend="auto" if legend else False,
+        ax=ax,
+    )
+    if spec.get("yscale"):
+        ax.set_yscale(spec["yscale"])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
+    ax.set_xlabel("communication round")
+    ax.set_ylabel(spec.get("ylabel", spec["metric"]))
+
+
 def main(sm) -> None:
     payload = sm.params.payload
     spec = payload["spec"]
     files = {Path(p).parent.name: Path(p) for p in sm.input}
     df, pending = load_curves(payload, files)
     sns.set_theme(style="whitegrid", context="paper")
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    facet = spec.get("facet")
+    panels = list(dict.fromkeys(df[facet])) if facet and not df.empty else [None]
+    width = 6.4 if len(panels) == 1 else 3.4 * len(panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 4.2), sharey=True, squeeze=False)
+    axes = axes[0]
     if df.empty:
-        ax.text(0.5, 0.5, "no curve yet (all methods pending)", ha="center", va="center")
-        ax.set_axis_off()
+        axes[0].text(0.5, 0.5, "no curve yet (all methods pending)", ha="center", va="center")
+        axes[0].set_axis_off()
     else:
         fraction = spec.get("max_round_fraction")
         if fraction:
             df = df[df["round"] <= max(1, round(df["round"].max() * fraction))]
         several = df["seed"].nunique() > 1
-        sns.lineplot(
-            data=df,
-            x="round",
-            y="value",
-            hue=spec.get("hue"),
-            style=spec.get("style"),
-            errorbar="sd" if several else None,
-            ax=ax,
-        )
-        if spec.get("yscale"):
-            ax.set_yscale(spec["yscale"])
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
-        ax.set_xlabel("communication round")
-        ax.set_ylabel(spec.get("ylabel", spec["metric"]))
-    ax.set_title(spec["title"], fontsize=9)
+        for k, (ax, panel) in enumerate(zip(axes, panels)):
+            part = df if panel is None else df[df[facet] == panel]
+            draw(ax, part, spec, several, legend=k == len(panels) - 1)
+            if panel is not None:
+                ax.set_title(panel, fontsize=8)
+    if len(panels) == 1:
+        axes[0].set_title(spec["title"], fontsize=9)
+    else:
+        fig.suptitle(spec["title"], fontsize=9)
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}"]
     if pending:
         notes.append("not shown (pending): " + "; ".join(pending))
-    text = "\n".join(textwrap.fill(n, 130) for n in notes)
+    text = "\n".join(textwrap.fill(n, int(130 * width / 6.4)) for n in notes)
     lines = text.count("\n") + 1
-    fig.set_size_inches(6.4, 4.2 + 0.12 * lines)
+    fig.set_size_inches(width, 4.2 + 0.12 * lines)
     fig.tight_layout(rect=(0, 0.03 + 0.12 * lines / (4.2 + 0.12 * lines), 1, 1))
     fig.text(0.01, 0.01, text, fontsize=6, va="bottom")
     fig.savefig(sm.output[0], dpi=150)
