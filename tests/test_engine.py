@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from fedhet.algorithms.base import ClientUpdate
 from fedhet.config import ConfigError, resolve_run, run_id
 from fedhet.data import load_dataset
 from fedhet.engine.augment import random_crop
+from fedhet.engine.divergence import group_divergence, layer_groups, segment_sq_norms, stage_groups
 from fedhet.engine.federation import Federation, batch_slices, sample_clients
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import generator
@@ -227,3 +229,26 @@ def test_weight_divergence_total_is_the_mean_distance_to_the_new_global_model(da
     assert torch.allclose(fed.global_.params, w + u, atol=1e-6)
     assert result.weight_divergence_total.item() == pytest.approx(2.0, rel=1e-5)  # (3 + 1) / 2
     assert result.client_drift.item() == pytest.approx(5.0, rel=1e-5)  # (9 + 1) / 2
+
+
+def test_stage_and_layer_divergence_group_the_parameters_of_the_model():
+    torch.manual_seed(0)
+    flat = FlatModel(build_model("resnet18", 10, 3, 16, 0.125))
+    layers, stages = layer_groups(flat), stage_groups(flat)
+    convs = [n for n, m in flat.module.named_modules()
+             if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    assert list(layers) == convs  # every weight layer, in model order
+    # the pooled penultimate stage has no parameters of its own
+    assert list(stages) == ["layer1", "layer2", "layer3", "layer4", "head"]
+    # client 0 moved only layer2.0.conv1 by 0.5 per weight, client 1 did not move
+    diffs = torch.zeros(2, flat.params.numel())
+    seg = next(s for s in flat.param_segments if s.name == "layer2.0.conv1.weight")
+    diffs[0, seg.offset:seg.offset + seg.numel] = 0.5
+    sq = segment_sq_norms(flat, diffs)
+    by_layer = group_divergence(sq, layers)
+    by_stage = group_divergence(sq, stages)
+    expected = 0.5 * math.sqrt(seg.numel) / 2  # mean over the two clients
+    assert by_layer["layer2.0.conv1"].item() == pytest.approx(expected)
+    assert by_stage["layer2"].item() == pytest.approx(expected)
+    assert sum(v.item() for v in by_layer.values()) == pytest.approx(expected)
+    assert by_stage["layer1"].item() == 0 and by_stage["head"].item() == 0

@@ -396,3 +396,39 @@ def test_resumed_fedimpro_run_equals_the_uninterrupted_one(roots, tmp_path):
     a, b = (torch.load(tmp_path / d / "plugins/fedimpro/shared_statistics.pt", weights_only=True)
             for d in ("whole", "resumed"))
     assert torch.equal(a["mu"], b["mu"]) and torch.equal(a["sigma"], b["sigma"])
+
+
+# -- model inversion (Figs. 11-13) -------------------------------------------------------------
+
+
+def test_inversion_lowers_the_feature_error_and_is_seeded():
+    from fedhet.analysis.inversion import invert, one_per_class
+
+    torch.manual_seed(0)
+    model = build_model("convnet", 10, 1, 16, 0.25).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    target = model.forward_to(torch.randn(3, 1, 16, 16), "block1")
+    before = [p.clone() for p in model.parameters()]
+    x, history = invert(lambda z: model.forward_to(z, "block1"), target, (1, 16, 16), steps=60,
+                        lr=0.05, seed=4)
+    assert x.shape == (3, 1, 16, 16) and len(history) == 60
+    assert history[-1] < 0.5 * history[0]
+    again, _ = invert(lambda z: model.forward_to(z, "block1"), target, (1, 16, 16), steps=60,
+                      lr=0.05, seed=4)
+    assert torch.equal(x, again)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert one_per_class(torch.tensor([2, 0, 2, 1, 0]), 3).tolist() == [1, 3, 0]
+
+
+def test_invert_command_draws_originals_features_and_class_means(roots, tmp_path):
+    from fedhet.cli import main
+
+    train(tiny_run(roots, plugins=[fedimpro()]), tmp_path / "run", log=lambda m: None)
+    out = tmp_path / "inv.png"
+    code = main(["invert", "--run", str(tmp_path / "run"), "--statistics",
+                 str(tmp_path / "run/plugins/fedimpro/shared_statistics.pt"), "--out", str(out),
+                 "--errors", str(tmp_path / "errors.json"), "--steps", "20", "--classes", "4"])
+    assert code == 0 and out.stat().st_size > 0
+    errors = json.loads((tmp_path / "errors.json").read_text())
+    assert set(errors) == {"feature", "class_mean"} and all(v >= 0 for v in errors.values())

@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fedhet.virtual.cli import add_subcommands as add_virtual_subcommands
 
     add_virtual_subcommands(sub)
+    from fedhet.analysis.inversion import add_subcommands as add_inversion_subcommands
+
+    add_inversion_subcommands(sub)
     return parser
 
 

@@ -102,6 +102,8 @@ def _metrics_row(result: RoundResult, acc: float, loss: float, seconds: float) -
         "client_drift": result.client_drift.item(),
         "weight_divergence_total": result.weight_divergence_total.item(),
         "weight_divergence": {k: v.item() for k, v in result.weight_divergence.items()},
+        "stage_divergence": {k: v.item() for k, v in result.stage_divergence.items()},
+        "layer_divergence": {k: v.item() for k, v in result.layer_divergence.items()},
     }
 
 

@@ -27,6 +27,9 @@ from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput, weighted_
 from fedhet.algorithms.base import task_loss
 from fedhet.catalog import implementation, model_classes, plugins_of
 from fedhet.engine.augment import Augmenter
+from fedhet.engine.divergence import (
+    group_divergence, layer_groups, segment_sq_norms, stage_groups,
+)
 from fedhet.engine.evaluation import evaluate_groups, evaluate_model
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import derive_seed, generator
@@ -47,6 +50,8 @@ class RoundResult:
     client_drift: torch.Tensor  # mean_k ‖w_k − w_new‖²
     weight_divergence_total: torch.Tensor  # mean_k ‖w_k − w_new‖ (FedImpro Fig. 2b)
     weight_divergence: dict[str, torch.Tensor]  # mean_k ‖w_k,l − w_new,l‖ per module l
+    stage_divergence: dict[str, torch.Tensor]  # the same per split stage (and head)
+    layer_divergence: dict[str, torch.Tensor]  # the same per weight layer (conv, linear)
     client_head_norms: dict[int, torch.Tensor]  # per-class classifier weight norms
     updates: list[ClientUpdate]
     finite: bool
@@ -143,6 +148,8 @@ class Federation:
             name: (segs[0].offset, segs[-1].offset + segs[-1].numel)
             for name, segs in self.global_.param_groups_by_module().items()
         }
+        self.stage_groups = stage_groups(self.global_)
+        self.layer_groups = layer_groups(self.global_)
         head = next(s for s in self.global_.param_segments if s.name == "head.weight")
         self.head_weight = (head.offset, head.numel, head.shape)
 
@@ -307,13 +314,17 @@ class Federation:
             drift, total = norms.mean(), norms.sqrt().mean()
             divergence = {name: diffs[:, a:b].norm(dim=1).mean()
                           for name, (a, b) in self.module_ranges.items()}
+            sq = segment_sq_norms(self.global_, diffs)
+            stages = group_divergence(sq, self.stage_groups)
+            layers = group_divergence(sq, self.layer_groups)
             off, numel, shape = self.head_weight
             head_norms = {u.client: u.params[off:off + numel].view(shape).norm(dim=1)
                           for u in updates}
             finite = bool(torch.isfinite(losses) & torch.isfinite(self.global_.params).all())
         down, up = self.communication(updates)
         return RoundResult(round, lr, clients, losses / max(steps, 1), drift, total, divergence,
-                           head_norms, updates, finite, time.perf_counter() - began, down, up)
+                           stages, layers, head_norms, updates, finite,
+                           time.perf_counter() - began, down, up)
 
     def communication(self, updates: list[ClientUpdate]) -> tuple[int, int]:
         """Bytes sent to the round's clients and back: the model (parameters and buffers)

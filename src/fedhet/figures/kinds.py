@@ -68,6 +68,25 @@ for _kind in (
         "implemented yet are listed under the plot and left out.",
     ),
     FigureKind(
+        "layer_divergence",
+        run_files("metrics.jsonl"),
+        "layer_divergence",
+        "Weight divergence per round (mean over the round's clients of the distance between a "
+        "client's model and the new global model), (a) for evenly spaced weight layers "
+        "(convolutions and linear maps, shallow to deep), (b) for the model's split stages and "
+        "its classifier; each line is divided by its own maximum.",
+    ),
+    FigureKind(
+        "inversion",
+        run_files("final.json", "model.pt"),
+        "inversion",
+        "Model inversion: inputs optimised from noise until the model's feature at the split "
+        "point matches a target, (top) the original test images, (middle) inverted from each "
+        "image's own split feature, (bottom) inverted from the class mean the clients share. "
+        "What a shared feature reveals of the data.",
+        local=False,
+    ),
+    FigureKind(
         "virtual_grid",
         first_artefact,
         "virtual_grid",

@@ -1,0 +1,149 @@
+"""Model inversion from a split feature: what a shared feature, or a shared class mean, reveals
+of the inputs (FedImpro Figs. 11-13; Zhao et al. 2021-style optimisation, assumed settings).
+
+An input x is optimised from N(0, I) (in the model's normalised input space) to minimise
+
+    ‖φ(x) − h*‖² / ‖h*‖² + λ_TV · TV(x)
+
+with φ the model up to the split point (BatchNorm in eval mode) and h* a target feature: the
+split feature of a real image, or a class mean μ_c shared by FedImpro.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def total_variation(x: Tensor) -> Tensor:
+    """Mean absolute difference of neighbouring pixels, per image, summed over the batch."""
+    dh = (x[:, :, 1:, :] - x[:, :, :-1, :]).abs().mean(dim=(1, 2, 3))
+    dw = (x[:, :, :, 1:] - x[:, :, :, :-1]).abs().mean(dim=(1, 2, 3))
+    return (dh + dw).sum()
+
+
+def invert(lower: Callable[[Tensor], Tensor], targets: Tensor, shape: tuple[int, ...],
+           steps: int = 2000, lr: float = 0.05, tv_weight: float = 0.01,
+           seed: int = 0) -> tuple[Tensor, list[float]]:
+    """Inputs `[N, *shape]` whose features under `lower` approach `targets` `[N, ...]`, and
+    the mean relative feature error after each step. Seeded; `lower`'s parameters are left
+    unchanged (only the inputs are optimised)."""
+    gen = torch.Generator(device=targets.device).manual_seed(seed)
+    x = torch.randn((len(targets), *shape), generator=gen, device=targets.device)
+    x.requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=lr)
+    flat_targets = targets.flatten(1)
+    scale = flat_targets.pow(2).sum(1).clamp(min=1e-12)
+    history = []
+    for _ in range(steps):
+        opt.zero_grad()
+        error = (lower(x).flatten(1) - flat_targets).pow(2).sum(1) / scale
+        loss = error.sum() + tv_weight * total_variation(x)
+        loss.backward()
+        opt.step()
+        history.append(float(error.mean().detach()))
+    return x.detach(), history
+
+
+def one_per_class(labels: Tensor, classes: int) -> Tensor:
+    """Index of the first test image of each of the first `classes` classes present."""
+    seen: dict[int, int] = {}
+    for i, c in enumerate(labels.tolist()):
+        if c not in seen:
+            seen[c] = i
+        if len(seen) == classes:
+            break
+    return torch.tensor([seen[c] for c in sorted(seen)])
+
+
+def cmd_invert(args: argparse.Namespace) -> int:
+    """Rows: originals (one test image per class), inversions of their own split features,
+    inversions of the shared class means at the same split (a PNG and a JSON of the errors)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedhet.saved import open_run
+
+    saved = open_run(args.run, device=args.device)
+    stats = torch.load(args.statistics, map_location=saved.device, weights_only=True)
+    model = saved.model
+    for p in model.parameters():
+        p.requires_grad_(False)
+    split = model.split_point(stats["split"])
+    x, y = saved.test_set()
+    take = one_per_class(y, args.classes)
+    images = saved.augmenter.test(x[take])
+    with torch.no_grad():
+        features = model.forward_to(images, split)
+    means = stats["mu"][y[take]].view(len(take), *stats["shape"]).to(saved.device)
+
+    def lower(z: Tensor) -> Tensor:
+        return model.forward_to(z, split)
+
+    shape = tuple(images.shape[1:])
+    opts = dict(steps=args.steps, lr=args.lr, tv_weight=args.tv, seed=args.seed)
+    from_feature, err_feature = invert(lower, features, shape, **opts)
+    from_mean, err_mean = invert(lower, means, shape, **opts)
+
+    def show(z: Tensor) -> Tensor:
+        pixels = (z * saved.augmenter.std + saved.augmenter.mean).clamp(0, 1)
+        return pixels.permute(0, 2, 3, 1).cpu().numpy()
+
+    rows = [("original test image (Fig. 11)", show(images)),
+            (f"from its own {split} feature (Fig. 12)", show(from_feature)),
+            (f"from the shared class mean at {split} (Fig. 13)", show(from_mean))]
+    fig, axes = plt.subplots(3, len(take), figsize=(1.1 * len(take), 3.9), squeeze=False)
+    for r, (name, batch) in enumerate(rows):
+        for c in range(len(take)):
+            ax = axes[r][c]
+            img = batch[c]
+            ax.imshow(img.squeeze(-1) if img.shape[-1] == 1 else img,
+                      cmap="gray" if img.shape[-1] == 1 else None)
+            ax.set_xticks([]), ax.set_yticks([])
+            if c == 0:
+                ax.set_ylabel(textwrap.fill(name, 18), fontsize=5)
+            if r == 0:
+                ax.set_title(f"class {int(y[take][c])}", fontsize=5)
+    errors = {"feature": err_feature[-1], "class_mean": err_mean[-1]}
+    note = (f"{args.note} Relative feature error after {args.steps} Adam steps (lr {args.lr}, "
+            f"TV weight {args.tv}): {errors['feature']:.3f} from a raw feature, "
+            f"{errors['class_mean']:.3f} from a class mean.").strip()
+    fig.suptitle(args.title, fontsize=8)
+    fig.text(0.01, 0.01, textwrap.fill(note, 150), fontsize=5, va="bottom")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=150)
+    plt.close(fig)
+    if args.errors:
+        Path(args.errors).write_text(json.dumps(errors, indent=1) + "\n")
+    print(args.out)
+    return 0
+
+
+def add_subcommands(sub: Any) -> None:
+    p = sub.add_parser("invert", help="model inversion from a run's split features and shared "
+                                      "class statistics (PNG)")
+    p.add_argument("--run", required=True, help="run directory")
+    p.add_argument("--statistics", required=True,
+                   help="class statistics (.pt with mu [C, D], split, shape), e.g. "
+                        "plugins/fedimpro/shared_statistics.pt of a FedImpro run")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--errors", help="JSON of the final relative feature errors")
+    p.add_argument("--classes", type=int, default=10, help="images shown (one per class)")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--tv", type=float, default=0.01, help="total-variation weight (assumed)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--title", default="")
+    p.add_argument("--note", default="")
+    p.set_defaults(func=cmd_invert)
