@@ -300,3 +300,57 @@ def test_cifar10c_reads_one_corruption_and_severity(tmp_path, monkeypatch):
     assert len(data.y_train) == 6 and data.mean == (0.4914, 0.4822, 0.4465)
     with pytest.raises(ValueError, match="corruption"):
         load_dataset("cifar10c", tmp_path, {"corruption": "rain"})
+
+
+def make_femnist(path: Path, writers: dict[str, tuple[int, int]]) -> None:
+    """A tiny `fed_emnist.tar.bz2`: per writer (train, test) example counts; the pixel value
+    of every image encodes its writer, its label is the writer's index times 7 mod 62."""
+    import h5py
+
+    with tarfile.open(path, "w:bz2") as tar:
+        for split, column in (("train", 0), ("test", 1)):
+            buf = path.parent / f"fed_emnist_{split}.h5"
+            with h5py.File(buf, "w") as h5:
+                for k, (writer, counts) in enumerate(writers.items()):
+                    n = counts[column]
+                    if n == 0:
+                        continue
+                    group = h5.create_group(f"examples/{writer}")
+                    group["pixels"] = np.full((n, 28, 28), (k + 1) / 10, dtype=np.float32)
+                    group["label"] = np.full(n, (7 * k) % 62, dtype=np.int32)
+            tar.add(buf, arcname=f"fed_emnist_{split}.h5")
+            buf.unlink()
+
+
+def test_femnist_download_parse_and_one_writer_per_client(server, tmp_path, monkeypatch):
+    from fedhet.partition import make_partition
+
+    base, folder = server
+    writers = {"f0003_41": (4, 1), "f0001_07": (2, 2), "f0002_13": (3, 0)}
+    make_femnist(folder / "fed_emnist.tar.bz2", writers)
+    _register_fake(monkeypatch, "femnist", folder / "fed_emnist.tar.bz2")
+    monkeypatch.setenv(BASE_URL_ENV, base)
+    data = load_dataset("femnist", tmp_path, {"download": True})
+    assert data.num_classes == 62 and tuple(data.x_train.shape) == (9, 1, 28, 28)
+    assert data.domain_names == ("f0001_07", "f0002_13", "f0003_41")  # sorted writer ids
+    assert torch.bincount(data.domain_train).tolist() == [2, 3, 4]
+    assert torch.bincount(data.domain_test).tolist() == [2, 0, 1]  # the union of test examples
+    for x, d in zip(data.x_train, data.domain_train, strict=True):  # each image is its writer's
+        k = list(writers).index(data.domain_names[int(d)])
+        assert int(x[0, 0, 0]) == round(255 * (k + 1) / 10)
+    part = make_partition(data.domain_train.numpy(), "domain", 3, 0, num_classes=62,
+                          domains=data.domain_train.numpy())
+    for client, idx in enumerate(part.client_indices):
+        assert set(data.domain_train[idx].tolist()) == {client}
+        assert len(idx) == [2, 3, 4][client]
+
+
+def test_femnist_stand_in_has_writers_with_their_own_label_skew(tmp_path):
+    data = load_dataset("digits_writers", tmp_path, {"writers": 20})
+    assert data.stands_in_for == "femnist" and len(data.domain_names) == 20
+    assert torch.bincount(data.domain_train).tolist() == [8] * 20
+    assert torch.bincount(data.domain_test).tolist() == [2] * 20
+    counts = torch.zeros(20, 10)
+    counts.index_put_((data.domain_train, data.y_train), torch.ones(len(data.y_train)),
+                      accumulate=True)
+    assert (counts > 0).sum(1).float().mean() < 6  # Dirichlet(0.5): a few digits per writer

@@ -43,7 +43,8 @@ def test_names_come_from_the_registries():
     assert names.datasets() == DATASETS.names()
     # FedLGD's datasets are registered, so they are valid everywhere
     assert {"synthdigits", "mnistm", "retina", "cifar10c"} <= set(names.datasets())
-    assert set(names.standin_datasets()) == {"digits10", "digits100", "digits_domains"}
+    assert set(names.standin_datasets()) == {"digits10", "digits100", "digits_domains",
+                                             "digits_writers"}
     assert "convnet" in names.models() and "dirichlet" in names.schemes()
     assert "fedavg" in names.methods("algorithm", implemented=True)
     assert "fedimpro" in names.methods("plugin", implemented=True)

@@ -9,9 +9,10 @@ Registered datasets (see `DATASETS.names()` and `describe(name)`):
 
 - via torchvision: `cifar10`, `cifar100`, `fmnist`, `mnist`, `svhn`, `usps`
   (`fmnist` is seeded offline from Debian's `dataset-fashion-mnist` when installed);
-- downloaded archives: `cinic10`, `tinyimagenet`;
+- downloaded archives: `cinic10`, `tinyimagenet`, `femnist` (HDF5, read with h5py);
 - placed by hand: `synthdigits`, `mnistm`, `retina`, `cifar10c`;
-- offline stand-ins from scikit-learn's digits: `digits10`, `digits100`, `digits_domains`.
+- offline stand-ins from scikit-learn's digits: `digits10`, `digits100`, `digits_domains`,
+  `digits_writers` (FEMNIST's writers).
 
 Importing this package does not import torch or torchvision; they are loaded when a
 dataset is built or loaded.
@@ -35,7 +36,7 @@ from fedhet.data.downloads import DOWNLOADS, Download, DownloadError, fetch
 from fedhet.data.fmnist import seed_fmnist_from
 
 # Importing these modules registers their datasets.
-from fedhet.data import standins, torchvision_sets, archives, handplaced  # noqa: E402,F401  isort: skip
+from fedhet.data import standins, writers, torchvision_sets, archives, femnist, handplaced  # noqa: E402,F401  isort: skip
 
 __all__ = [
     "DATASETS",

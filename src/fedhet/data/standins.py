@@ -83,9 +83,19 @@ def warp(src: np.ndarray, size: int, rng: np.random.Generator, jitter: bool = Tr
         shift = rng.uniform(-MAX_SHIFT, MAX_SHIFT, (n, 2)) * (h / 8.0)
     else:
         angle, scale, shift = np.zeros(n), np.ones(n), np.zeros((n, 2))
+    return warp_by(src, size, angle, scale, shift)
+
+
+def warp_by(src: np.ndarray, size: int, angle: np.ndarray, scale: np.ndarray,
+            shift: np.ndarray, shear: np.ndarray | None = None) -> np.ndarray:
+    """`warp` with given per-image rotation (radians), scale, shift `[N, 2]` (source pixels)
+    and optional horizontal shear."""
+    h = src.shape[1]
     centred = (np.arange(size) + 0.5) * (h / size) - h / 2.0  # output pixel centres, source units
     gy, gx = np.meshgrid(centred, centred, indexing="ij")
     cos, sin = (np.cos(angle) / scale)[:, None, None], (np.sin(angle) / scale)[:, None, None]
+    if shear is not None:
+        gx = gx + shear[:, None, None] * gy
     xs = cos * gx + sin * gy - shift[:, 0, None, None] + h / 2.0 - 0.5
     ys = -sin * gx + cos * gy - shift[:, 1, None, None] + h / 2.0 - 0.5
     return _bilinear(np.pad(src, ((0, 0), (1, 1), (1, 1))), xs, ys)
