@@ -64,8 +64,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--labels", nargs="+")
     for flag in ("--clients", "--per-client", "--out", "--title", "--note"):
         p.add_argument(flag)
+    p = sub.add_parser("invert")
+    for flag in ("--run", "--statistics", "--out", "--steps", "--tv", "--device", "--title",
+                 "--note"):
+        p.add_argument(flag)
     args = parser.parse_args(argv)
-    if args.command in ("virtual-data", "virtual-grid", "client-tsne"):
+    if args.command in ("virtual-data", "virtual-grid", "client-tsne", "invert"):
         return vhl_command(args)
 
     if args.command == "prepare-data":
@@ -107,7 +111,10 @@ def main(argv: list[str]) -> int:
                 "lr": run["training"]["lr"],
                 "seconds": 0.01 * r,
                 "client_drift": 1.0 / r,
+                "weight_divergence_total": 1.0 / r,
                 "weight_divergence": {"head": 0.1 / r},
+                "stage_divergence": {"block1": 0.2 / r, "head": 0.1 / r},
+                "layer_divergence": {"blocks.0.0": 0.2 / r, "head": 0.1 / r},
             }
             fh.write(json.dumps(rec) + "\n")
     best = max(accs)
@@ -121,6 +128,11 @@ def main(argv: list[str]) -> int:
         "diverged_round": None,
         "run_id": rid,
     }
+    if any(p["name"] == "fedimpro" for p in run.get("plugins") or []):  # its saved statistics
+        stats = out / "plugins" / "fedimpro" / "shared_statistics.pt"
+        stats.parent.mkdir(parents=True, exist_ok=True)
+        stats.write_bytes(b"fake")
+        final["files"] = [stats.relative_to(out).as_posix()]
     (out / "final.json").write_text(json.dumps(final, indent=2))
     (out / "resolved.yaml").write_text(json.dumps(run, indent=2))
     (out / "model.pt").write_bytes(b"fake")
@@ -176,6 +188,11 @@ def vhl_command(args: argparse.Namespace) -> int:
         for run in args.runs:
             if not (Path(run) / "final.json").exists():
                 print(f"missing run {run}", file=sys.stderr)
+                return 1
+    elif args.command == "invert":
+        for path in (Path(args.run) / "model.pt", Path(args.statistics)):
+            if not path.exists():
+                print(f"missing {path}", file=sys.stderr)
                 return 1
     elif not Path(args.data).exists():
         print(f"missing {args.data}", file=sys.stderr)

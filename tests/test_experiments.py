@@ -121,7 +121,7 @@ def test_every_cell_maps_to_one_run_per_seed(paper):
     assert paper.seeds == [0, 1, 2]
     for item in paper.items.values():
         for cell in item.cells:
-            if item.kind == "settings" or cell.pending:
+            if item.kind == "settings" or cell.pending or cell.quoted:
                 assert cell.run_ids == []
             else:
                 assert len(cell.run_ids) == len(paper.seeds)
@@ -259,9 +259,12 @@ def test_demo_scale_maps_onto_stand_ins(demo):
             "svhn",
             "cifar100",
             "cinic10",
+            "femnist",
         }
-        assert run["training"]["rounds"] <= 30
-    assert len(demo.runs) <= 200  # the demo DAG stays small (CCVR: 30 runs)
+        assert run["training"]["rounds"] <= 100
+    # FedImpro's long training (Fig. 8a, 10,000 paper rounds) is capped by the scale's max
+    assert sum(run["training"]["rounds"] > 30 for run in demo.runs.values()) == 2
+    assert len(demo.runs) <= 210  # the demo DAG stays small (CCVR: 30 runs)
 
 
 def test_apply_scale_rounds_and_decay():

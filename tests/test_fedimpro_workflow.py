@@ -66,8 +66,14 @@ def test_fedimpro_settings_reach_the_runs(demo):
     s4 = cell(demo.items["fedimpro_t3"], split="s4")
     assert s4.settings["plugins"][0]["params"]["split"] == "penultimate"
     t9 = cell(demo.items["fedimpro_t9"], algorithm="fedimpro")
-    assert t9.settings["model"]["name"] == "vgg9"
-    assert t9.settings["plugins"][0]["params"]["split"] == "conv"
+    assert t9.settings["model"]["name"] == "cnn4"  # the demo's stand-in for VGG-9
+    assert t9.settings["plugins"][0]["params"]["split"] == 3
+    paper = experiment("paper")
+    t9_paper = cell(paper.items["fedimpro_t9"], algorithm="fedimpro")
+    assert t9_paper.settings["model"]["name"] == "vgg9"
+    from fedhet.models import build_model
+
+    assert build_model("vgg9", 10, 3, 32, 1.0).split_point(3) == "conv"
     small = experiment("small")
     t1_small = cell(small.items["fedimpro_t1"], dataset="cifar10", setting="a01-e1-k10",
                     algorithm="fedimpro")

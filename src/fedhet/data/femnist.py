@@ -58,20 +58,21 @@ def _build_femnist(root: Path, options: dict[str, Any]) -> Arrays:
     import torch
 
     archive = locate_archive("femnist", root, options["download"])
-    with tempfile.TemporaryDirectory(dir=archive.parent) as tmp, \
-            tarfile.open(archive, "r:*") as tar:
-        members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
-        missing = [f for f in SPLIT_FILES.values() if f not in members]
+    with tempfile.TemporaryDirectory(dir=archive.parent) as tmp:
+        files = {}
+        with tarfile.open(archive, "r|*") as tar:  # one pass over the compressed stream
+            for member in tar:
+                name = Path(member.name).name
+                if member.isfile() and name in SPLIT_FILES.values():
+                    files[name] = Path(tmp) / name
+                    with tar.extractfile(member) as src, open(files[name], "wb") as dst:
+                        while block := src.read(1 << 20):
+                            dst.write(block)
+        missing = [f for f in SPLIT_FILES.values() if f not in files]
         if missing:
             raise ValueError(f"{archive}: {', '.join(missing)} not in the archive")
-        files = {}
-        for split, name in SPLIT_FILES.items():
-            files[split] = Path(tmp) / name
-            with tar.extractfile(members[name]) as src, open(files[split], "wb") as dst:
-                while block := src.read(1 << 20):
-                    dst.write(block)
-        writers, x_train, y_train, w_train = read_writers(files["train"])
-        _, x_test, y_test, w_test = read_writers(files["test"], writers)
+        writers, x_train, y_train, w_train = read_writers(files[SPLIT_FILES["train"]])
+        _, x_test, y_test, w_test = read_writers(files[SPLIT_FILES["test"]], writers)
     t = torch.from_numpy
     return Arrays(t(x_train), t(y_train), t(x_test), t(y_test), class_names=CLASS_NAMES,
                   domain_train=t(w_train), domain_test=t(w_test), domain_names=tuple(writers))

@@ -91,9 +91,11 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
         lines = [ln for ln in lines if ln["metric"] != "gain"]
     else:
         gains = {}
+    blocks = len(spec.get("rows", [])) >= 2
+    lines = _block_level_into_first_rows(lines, target) if blocks else list(lines)
     metrics: list[str] = []
     columns: list[str] = []
-    for ln in lines:
+    for ln in sorted(lines, key=lambda ln: not ln.get("block_level", False)):
         if ln["metric"] == target:
             continue
         if ln["metric"] not in metrics:
@@ -118,7 +120,11 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
             by_row[ln["row"]] = {}
             order.append(ln["row"])
         by_row[ln["row"]][(ln["metric"], ln["column"])] = ln
-    blocks = len(spec.get("rows", [])) >= 2
+    if blocks:  # the rows of a block together (e.g. a block's "Average" row after its rows)
+        firsts: dict[str, int] = {}
+        for k, row in enumerate(order):
+            firsts.setdefault(row.split(" · ", 1)[0], k)
+        order.sort(key=lambda row: firsts[row.split(" · ", 1)[0]])
     # a target per whole row (FedImpro Table 2) gets its own first column; a target per block of
     # rows (VHL Tables 1, 2, 4, 5) goes into the block's header line
     row_targets = any(row in targets for row in order)
@@ -159,6 +165,24 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
         statuses = sorted({t["status"] for t in targets.values()})
         body.append([f"target: {', '.join(statuses)}", *[""] * (len(header) - 1)])
     return header, body
+
+
+def _block_level_into_first_rows(lines: Sequence[Mapping[str, Any]],
+                                 target: str) -> list[Mapping[str, Any]]:
+    """A value line whose row is a whole block (FedImpro Table 1's centralized accuracy per
+    dataset, row "CIFAR-10") is shown in the first row of that block, in a column of its own
+    placed first, as the paper prints it (a block's target stays in the block's header)."""
+    rows = [ln["row"] for ln in lines]
+    first_of = {}
+    for row in rows:
+        if " · " in row:
+            first_of.setdefault(row.split(" · ", 1)[0], row)
+    out = []
+    for ln in lines:
+        if ln["row"] in first_of and ln["metric"] != target:
+            ln = {**ln, "row": first_of[ln["row"]], "block_level": True}
+        out.append(ln)
+    return out
 
 
 def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:

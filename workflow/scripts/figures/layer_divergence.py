@@ -54,7 +54,7 @@ def main(sm) -> None:
     fig, axes = plt.subplots(max(1, len(cells)), 2, figsize=(9.0, 3.2 * max(1, len(cells))),
                              squeeze=False)
     for row, cell in enumerate(cells):
-        title = " · ".join(cell["display"].values())
+        title = " · ".join(cell["display"][a] for a in ("dataset", "algorithm") if a in cell["display"])
         for col, (key, what) in enumerate(GROUPS):
             ax = axes[row][col]
             parts = [load(files[rid], key, count).assign(seed=s)
