@@ -223,6 +223,7 @@ def test_sampled_features_send_no_gradient_below_the_split(forward):
                                          "weight": 1.0})
     x, y = torch.randn(6, 3, 16, 16), torch.tensor([0, 1, 2, 0, 1, 2])
     plugin, model, out = client_step(server, params, x, y)
+    assert out.features.shape[0] == out.logits.shape[0] == 6  # the real batch only (MOON reads it)
     model.zero_grad()
     real = F.cross_entropy(out.logits, y)
     (out.loss - real).backward()  # the sampled features' term alone
@@ -279,6 +280,26 @@ def test_global_sampling_ignores_local_updates_and_local_follows_them(source, mo
     plugin.forward(SimpleNamespace(model=model, round=1, client=0), x, y)
     # the second step samples from the received estimate, or from the one the first step updated
     assert torch.equal(seen[0], plugin.shared.mu if source == "global" else updated)
+
+
+def test_split_by_position_and_the_estimate_size():
+    for model, point, name, dim in (("resnet18", 2, "layer2", 128 * 16 * 16),
+                                    ("convnet", 2, "block2", 32 * 4 * 4),
+                                    ("convnet", "penultimate", "penultimate", 128)):
+        run = resolve_run({"dataset": {"name": "digits10"},
+                           "plugins": [{"name": "fedimpro", "params": {"split": point}}]})
+        size = 32 if model == "resnet18" else 16
+        width = 1.0 if model == "resnet18" else 0.25
+        server = SimpleNamespace(
+            run=run, seed=0, device=torch.device("cpu"), num_classes=10,
+            global_model=FlatModel(build_model(model, 10, 3, size, width)),
+            y_train=torch.arange(20) % 10)
+        plugin = FedImpro(run["plugins"][0]["params"])
+        plugin.setup(server)
+        assert plugin.split == name and plugin.shared.mu.shape == (10, dim)
+    server, params = fake_server(params={"split": 0})
+    with pytest.raises(ValueError, match="block1, block2, block3, penultimate"):
+        FedImpro(params).setup(server)
 
 
 def test_params_are_checked():

@@ -93,6 +93,8 @@ def main(sm) -> None:
     else:
         fig.suptitle(spec["title"], fontsize=9)
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}"]
+    if spec.get("note"):
+        notes.append(" ".join(spec["note"].split()))
     if pending:
         notes.append("not shown (pending): " + "; ".join(pending))
     text = "\n".join(textwrap.fill(n, int(130 * width / 6.4)) for n in notes)
