@@ -236,6 +236,11 @@ def test_settings_table_shows_the_transcribed_values(demo):
     lines = T.compute_table(item.payload(), {}, "demo")
     assert all(ln["status"] == T.CONFIG for ln in lines)
     assert len(lines) == 4 * 4 * 2 * 4
+    # the values themselves, with a legend that speaks of settings, not of results
+    md = T.render_markdown(lines, item.payload(), "demo")
+    assert "– /" not in md and "target never reached" not in md and "value the runs use" in md
+    html = T.render_html(lines, item.payload(), "demo")
+    assert "– /" not in html and "target never reached" not in html
 
 
 # ----------------------------------------------------------------------------- claims

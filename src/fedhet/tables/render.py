@@ -48,8 +48,8 @@ def cell_text(line: Mapping[str, Any]) -> str:
     if line["status"] == QUOTED:
         return f"{paper} {QUOTED_MARK}"
     ours = fmt(line["our_mean"], metric, line.get("our_std"))
-    if line["status"] == CONFIG:
-        return f"{paper} / {ours}"
+    if line["status"] == CONFIG:  # a setting: its value here, and the paper's where it differs
+        return ours if line["paper_value"] is None or paper == ours else f"{paper} / {ours}"
     text = f"{paper} / {ours}"
     if not is_nan(line["delta"]):
         text += f" ({line['delta']:+.2f})"
@@ -185,6 +185,17 @@ def _block_level_into_first_rows(lines: Sequence[Mapping[str, Any]],
     return out
 
 
+SETTINGS_LEGEND = (
+    "Each cell: the value the runs use at this scale, as the paper's hyper-parameter table gives "
+    "it (paper / ours where they differ)."
+)
+
+
+def _only_settings(lines: Sequence[Mapping[str, Any]]) -> bool:
+    """A settings table (values of the configuration, no results)."""
+    return bool(lines) and all(ln["status"] == CONFIG for ln in lines)
+
+
 def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:
     """Where the quoted cells' numbers come from ("" when no cell is quoted)."""
     quoted = [ln.get("note") or "" for ln in lines if ln["status"] == QUOTED]
@@ -199,10 +210,10 @@ def render_markdown(
     spec = payload["spec"]
     note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
     out = [f"# {paper_name(payload['paper'])} {spec.get('title', payload['id'])}", ""]
-    legend = (
-        f"Scale: `{scale}`. Each cell: paper / ours (ours − paper). "
-        "`pending`: the method is not implemented yet. `Nan`: target never reached "
-        "or training diverged."
+    legend = f"Scale: `{scale}`. " + (
+        SETTINGS_LEGEND if _only_settings(lines) else
+        "Each cell: paper / ours (ours − paper). `pending`: the method is not implemented yet. "
+        "`Nan`: target never reached or training diverged."
     )
     sources = _quoted_sources(lines)
     if sources:
@@ -240,9 +251,11 @@ def render_html(
         ),
         f"<h3>{html.escape(paper_name(payload['paper']))} {html.escape(spec.get('title', ''))}</h3>",
         (
-            f"<p>Scale <b>{html.escape(scale)}</b>. Each cell: paper / ours (ours − paper). "
-            "<i>pending</i>: method not implemented yet; <i>Nan</i>: target never reached or "
-            f"diverged. {quoted}{html.escape(note)}</p>"
+            f"<p>Scale <b>{html.escape(scale)}</b>. "
+            + (html.escape(SETTINGS_LEGEND) + " " if _only_settings(lines) else
+               "Each cell: paper / ours (ours − paper). <i>pending</i>: method not implemented "
+               "yet; <i>Nan</i>: target never reached or diverged. ")
+            + f"{quoted}{html.escape(note)}</p>"
         ),
         "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>",
     ]
