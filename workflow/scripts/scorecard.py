@@ -10,6 +10,12 @@ from fedhet import tables as T
 from fedhet.papers import paper_name
 
 COLUMNS = ["paper", "claim", "scale", "seeds", "result", "ours", "in_paper", "require"]
+RULES = {"all": "needs every pair", "majority": "needs a majority of pairs"}
+
+
+def verdict(row) -> str:
+    """The result with the rule that decided it (all pairs, or a majority)."""
+    return f"**{row.result}** ({RULES.get(row.require, row.require)})"
 
 
 def rst_table(df: pd.DataFrame, scale: str, seeds: int) -> str:
@@ -34,7 +40,7 @@ def rst_table(df: pd.DataFrame, scale: str, seeds: int) -> str:
         out += [
             f"   * - {paper_name(row.paper)}",
             f"     - {row.claim}",
-            f"     - **{row.result}**",
+            f"     - {verdict(row)}",
             f"     - {row.ours}",
             f"     - {row.in_paper}",
         ]
@@ -65,7 +71,7 @@ def main(sm) -> None:
         "|---|---|---|---|---|",
     ]
     md += [
-        f"| {r.paper} | {r.claim} | **{r.result}** | {r.ours} | {r.in_paper} |"
+        f"| {r.paper} | {r.claim} | {verdict(r)} | {r.ours} | {r.in_paper} |"
         for r in df.itertuples(index=False)
     ]
     Path(sm.output.md).write_text("\n".join(md) + "\n")
