@@ -22,6 +22,7 @@ statistics), so the run equals its base algorithm's run.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -77,7 +78,7 @@ class FedImpro(Plugin):
         self.split = module.split_point(hp["split"])
         self.shape = tuple(module.split_shapes[self.split])
         self.num_classes = server.num_classes
-        dim = int(torch.tensor(self.shape).prod())
+        dim = math.prod(self.shape)
         self.class_sizes = torch.bincount(hard_labels(server.y_train),
                                           minlength=self.num_classes).float()
         batch = int(server.run["training"]["batch_size"])
