@@ -519,3 +519,19 @@ def test_titles_write_paper_names_as_their_authors_do(demo):
     lines = T.compute_table(payload, res, "demo")
     assert T.render_markdown(lines, payload, "demo").startswith("# FedImpro ")
     assert "<h3>FedImpro " in T.render_html(lines, payload, "demo")
+
+
+def test_claims_on_a_table_with_one_unnamed_column_survive_the_csv(tmp_path, demo):
+    """FedImpro Table 9 has rows [algorithm] and no column axis: its cells' column is "",
+    which must read back as "" (not NaN) so that the claim finds them."""
+    item = demo.items["fedimpro_t9"]
+    tops = {"fedavg": 60.0, "fedprox": 70.0}
+    res = fake_results(item, lambda labels: ([tops.get(labels["algorithm"], 50.0)], "completed"))
+    T.write_csv(T.compute_table(item.payload(), res, "demo"), tmp_path / "t9.csv")
+    frame = T.read_csv(tmp_path / "t9.csv")
+    assert set(frame["column"]) == {"", "target"}  # the cells and the target line
+    claim = {"paper": "fedimpro", "text": "FedProx beats FedAvg", "metric": "acc",
+             "better": {"table": "t9", "where": {"algorithm": "fedprox"}},
+             "than": {"table": "t9", "where": {"algorithm": "fedavg"}}}
+    out = T.evaluate_claim(claim, {"fedimpro_t9": item.payload()}, {"fedimpro_t9": frame})
+    assert out["result"] == "reproduced" and out["ours"] == "1/1 pairs hold"

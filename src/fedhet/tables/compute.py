@@ -270,4 +270,8 @@ def read_csv(path: str | Path):
     """Read a long table written by `write_csv` (a pandas DataFrame)."""
     import pandas as pd
 
-    return pd.read_csv(path, keep_default_na=True, na_values=["NaN"])
+    frame = pd.read_csv(path, keep_default_na=True, na_values=["NaN"])
+    # an empty row or column label (a table with one column, e.g. FedImpro Table 8) stays ""
+    for label in ("row", "column"):
+        frame[label] = frame[label].fillna("").astype(str)
+    return frame
