@@ -20,6 +20,7 @@ from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import generator
 from fedhet.models import build_model
 from fedhet.train import train
+from run_outputs import metrics_without_wall_times
 
 DATA = {"name": "digits10", "options": {"channels": 1, "size": 16, "train_per_class": 40,
                                         "test_per_class": 10}}
@@ -119,13 +120,6 @@ def test_random_crop_shifts_within_padding():
     assert all(set(o.unique().tolist()) <= set(range(16)) | {0.0} for o in out)
 
 
-def read_metrics(path):
-    rows = [json.loads(line) for line in open(path)]
-    for row in rows:
-        row.pop("seconds"), row.pop("round_seconds")  # wall times
-    return rows
-
-
 @pytest.mark.parametrize("algorithm", ["fedavg", "scaffold", "moon"])
 def test_resumed_run_equals_uninterrupted_run(data_root, tmp_path, algorithm):
     run = tiny_run(data_root, tmp_path, keep_client_optimizer_state=True)
@@ -138,8 +132,8 @@ def test_resumed_run_equals_uninterrupted_run(data_root, tmp_path, algorithm):
     assert (tmp_path / "ckpt" / "checkpoint.pt").exists()
     resumed = train(run, tmp_path / "resumed", tmp_path / "ckpt", log=lambda m: None)
     assert resumed == whole
-    assert read_metrics(tmp_path / "whole" / "metrics.jsonl") == read_metrics(
-        tmp_path / "resumed" / "metrics.jsonl")
+    assert metrics_without_wall_times(tmp_path / "whole" / "metrics.jsonl") == \
+        metrics_without_wall_times(tmp_path / "resumed" / "metrics.jsonl")
     a = torch.load(tmp_path / "whole" / "model.pt")
     b = torch.load(tmp_path / "resumed" / "model.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -151,7 +145,8 @@ def test_same_seed_same_metrics_and_outputs(data_root, tmp_path):
     first = train(run, tmp_path / "a", log=lambda m: None)
     second = train(run, tmp_path / "b", log=lambda m: None)
     assert first == second
-    assert read_metrics(tmp_path / "a" / "metrics.jsonl") == read_metrics(tmp_path / "b" / "metrics.jsonl")
+    assert metrics_without_wall_times(tmp_path / "a" / "metrics.jsonl") == \
+        metrics_without_wall_times(tmp_path / "b" / "metrics.jsonl")
     final = json.loads((tmp_path / "a" / "final.json").read_text())
     assert final["status"] == "completed" and final["rounds_trained"] == 2
     assert set(final) >= {"best_acc", "best_round", "last_acc", "top5_mean_acc"}

@@ -25,6 +25,7 @@ from fedhet.methods.fedimpro.statistics import (
 )
 from fedhet.models import build_model
 from fedhet.train import train
+from run_outputs import run_outputs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SQRT2 = math.sqrt(2)
@@ -344,13 +345,6 @@ def tiny_run(roots, algorithm="fedavg", plugins=(), rounds=2, model="convnet"):
     }
 
 
-def outputs(out):
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    for row in rows:
-        row.pop("seconds"), row.pop("round_seconds")  # wall times
-    return rows, torch.load(out / "model.pt", weights_only=True)
-
-
 def fedimpro(**params):
     return {"name": "fedimpro", "params": {"weight_ramp_epochs": 1, **params}}
 
@@ -360,8 +354,8 @@ def test_no_sampled_features_equals_the_base_run_bit_for_bit(roots, tmp_path, al
     train(tiny_run(roots, algorithm), tmp_path / "base", log=lambda m: None)
     train(tiny_run(roots, algorithm, [fedimpro(fake_per_class=0)]), tmp_path / "off",
           log=lambda m: None)
-    base_rows, base_model = outputs(tmp_path / "base")
-    off_rows, off_model = outputs(tmp_path / "off")
+    base_rows, base_model = run_outputs(tmp_path / "base")
+    off_rows, off_model = run_outputs(tmp_path / "off")
     assert base_rows == off_rows
     assert all(torch.equal(base_model[k], off_model[k]) for k in base_model)
 
@@ -369,8 +363,8 @@ def test_no_sampled_features_equals_the_base_run_bit_for_bit(roots, tmp_path, al
 def test_fedimpro_changes_training_and_counts_its_statistics_in_the_bytes(roots, tmp_path):
     train(tiny_run(roots), tmp_path / "base", log=lambda m: None)
     final = train(tiny_run(roots, plugins=[fedimpro()]), tmp_path / "on", log=lambda m: None)
-    base_rows, base_model = outputs(tmp_path / "base")
-    rows, model = outputs(tmp_path / "on")
+    base_rows, base_model = run_outputs(tmp_path / "base")
+    rows, model = run_outputs(tmp_path / "on")
     assert not all(torch.equal(base_model[k], model[k]) for k in model)
     stats = 2 * 10 * 512 * 4  # μ and σ, 10 classes × 512 floats, each way, per client
     assert rows[-1]["bytes_down"] - base_rows[-1]["bytes_down"] == 2 * stats
@@ -413,7 +407,7 @@ def test_resumed_fedimpro_run_equals_the_uninterrupted_one(roots, tmp_path):
     assert stopped["status"] == "stopped"
     resumed = train(run, tmp_path / "resumed", tmp_path / "ckpt", log=lambda m: None)
     assert resumed == whole
-    assert outputs(tmp_path / "whole")[0] == outputs(tmp_path / "resumed")[0]
+    assert run_outputs(tmp_path / "whole")[0] == run_outputs(tmp_path / "resumed")[0]
     a, b = (torch.load(tmp_path / d / "plugins/fedimpro/shared_statistics.pt", weights_only=True)
             for d in ("whole", "resumed"))
     assert torch.equal(a["mu"], b["mu"]) and torch.equal(a["sigma"], b["sigma"])

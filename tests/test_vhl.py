@@ -22,6 +22,7 @@ from fedhet.methods.vhl.plugin import VHL, calibration_loss, supcon_loss
 from fedhet.models import build_model
 from fedhet.plugins import PLUGINS
 from fedhet.train import train
+from run_outputs import run_outputs
 
 DATA = {"name": "digits10", "options": {"channels": 3, "size": 16, "train_per_class": 30,
                                         "test_per_class": 10}}
@@ -50,13 +51,6 @@ def tiny_run(roots, algorithm="fedavg", plugins=(), rounds=2):
                      "momentum": 0.9, "weight_decay": 1e-4},
         "runtime": {"device": "cpu"},
     }
-
-
-def outputs(out):
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    for row in rows:
-        row.pop("seconds"), row.pop("round_seconds")  # wall times
-    return rows, torch.load(out / "model.pt", weights_only=True)
 
 
 # -- SupCon ----------------------------------------------------------------------------------
@@ -114,8 +108,8 @@ def test_vhl_switched_off_equals_the_base_run_bit_for_bit(roots, tmp_path, algor
     train(tiny_run(roots, algorithm), tmp_path / "base", log=lambda m: None)
     train(tiny_run(roots, algorithm, [{"name": "vhl", "params": OFF}]), tmp_path / "vhl",
           log=lambda m: None)
-    base_rows, base_model = outputs(tmp_path / "base")
-    vhl_rows, vhl_model = outputs(tmp_path / "vhl")
+    base_rows, base_model = run_outputs(tmp_path / "base")
+    vhl_rows, vhl_model = run_outputs(tmp_path / "vhl")
     assert base_rows == vhl_rows
     assert base_model.keys() == vhl_model.keys()
     for key in base_model:
@@ -240,8 +234,8 @@ def test_feddf_runs_and_changes_the_global_model(roots, tmp_path, unlabeled):
     final = train(tiny_run(roots, rounds=1, plugins=[{"name": "feddf", "params": params}]),
                   tmp_path / "feddf", log=lambda m: None)
     assert final["status"] == "completed"
-    _, base = outputs(tmp_path / "base")
-    _, distilled = outputs(tmp_path / "feddf")
+    _, base = run_outputs(tmp_path / "base")
+    _, distilled = run_outputs(tmp_path / "feddf")
     changed = [k for k in base if base[k].is_floating_point() and not torch.equal(base[k], distilled[k])]
     assert changed and all(torch.isfinite(distilled[k]).all() for k in changed)
 
