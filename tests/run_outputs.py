@@ -12,8 +12,13 @@ def metrics_without_wall_times(path: Path) -> list[dict]:
     """The rows of a metrics.jsonl without the wall times, which differ from run to run."""
     rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
     for row in rows:
-        row.pop("seconds"), row.pop("round_seconds")
+        row.pop("seconds"), row.pop("round_seconds"), row.pop("train_seconds")
     return rows
+
+
+def without_step_time(final: dict) -> dict:
+    """A final.json without its measured seconds per local step."""
+    return {k: v for k, v in final.items() if k != "mean_step_seconds"}
 
 
 def run_outputs(run_dir: Path) -> tuple[list[dict], dict[str, torch.Tensor]]:

@@ -48,7 +48,8 @@ def test_names_come_from_the_registries():
     assert "convnet" in names.models() and "dirichlet" in names.schemes()
     assert "fedavg" in names.methods("algorithm", implemented=True)
     assert "fedimpro" in names.methods("plugin", implemented=True)
-    assert "fedbr" in names.methods("plugin", implemented=False)
+    assert "fedbr" in names.methods("plugin", implemented=True)
+    assert "fedlgd" in names.methods("plugin", implemented=False)
 
 
 def test_listing_names_imports_no_torch():

@@ -71,6 +71,9 @@ SETTINGS: dict[str, Any] = {
         "batch_size": S(512, "evaluation batch size", **_POSITIVE),
         "client_models": S(False, "also score each round's local client models on the test set",
                            since=1),
+        "rotations": S([], "score the test set as the mean over copies rotated by these angles "
+                       "(degrees; FedBR's rotated test sets); [] = the test set as it is",
+                       items="number", since=1),
     },
     # Not part of the identity: how and where it runs, what extra it saves.
     "runtime": {

@@ -28,7 +28,7 @@ from fedhet.engine.federation import Federation, RoundResult
 from fedhet.partition import load_or_make_partition
 
 CHECKPOINT = "checkpoint.pt"
-DETAIL_KEYS = ("domain_acc", "test_sets", "client_acc")  # see Federation.evaluate
+DETAIL_KEYS = ("domain_acc", "rotation_acc", "test_sets", "client_acc")  # see Federation.evaluate
 
 
 def git_commit() -> str | None:
@@ -62,8 +62,10 @@ def provenance(run: dict[str, Any], device: torch.device, data: Any) -> dict[str
 
 def summarize(history: list[dict[str, Any]], status: str, rounds_trained: int,
               diverged_round: int | None) -> dict[str, Any]:
-    """final.json: best (VHL, FedImpro), last (CCVR) and mean-of-5-best (FedBR) accuracy."""
+    """final.json: best (VHL, FedImpro), last (CCVR) and mean-of-5-best (FedBR) accuracy;
+    with `eval.client_models`, the mean of the 5 best mean client-model accuracies."""
     accs = [row["test_acc"] for row in history]
+    local = [row["local_test_acc"] for row in history if "local_test_acc" in row]
     best = int(np.argmax(accs)) if accs else None
     # per-domain, extra-test-set and client-model accuracies of the last evaluated round
     last = {f"last_{key}": history[-1][key] for key in DETAIL_KEYS if history and key in history[-1]}
@@ -77,6 +79,7 @@ def summarize(history: list[dict[str, Any]], status: str, rounds_trained: int,
         "last_acc": accs[-1] if accs else None,
         "last_round": history[-1]["round"] if accs else None,
         "top5_mean_acc": float(np.mean(sorted(accs)[-5:])) if accs else None,
+        **({"local_top5_mean_acc": float(np.mean(sorted(local)[-5:]))} if local else {}),
     }
 
 
@@ -158,6 +161,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
     rid, rhash = run_id(run), run_hash(run)
 
     start_round, history, norms, seconds = 1, [], [], 0.0
+    cost = {"train_seconds": 0.0, "client_steps": 0}  # for the time of one local step
     if ckpt_path and ckpt_path.exists():
         ckpt = load_checkpoint(ckpt_path, device)
         if ckpt["run_hash"] != rhash:
@@ -169,6 +173,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
         start_round, history, norms, seconds = (
             ckpt["round"] + 1, ckpt["history"], ckpt["norms"], ckpt["seconds"]
         )
+        cost = ckpt.get("cost", cost)
         log(f"resuming {rid} from round {ckpt['round']} ({ckpt_path})")
 
     atomic.write_yaml(out / "resolved.yaml", {**run, "provenance": provenance(run, device, data)})
@@ -183,12 +188,15 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
         atomic.torch_save(ckpt_path, {
             "run_id": rid, "run_hash": rhash, "round": r, "federation": fed.state_dict(),
             "history": history, "norms": norms, "seconds": time.perf_counter() - began,
+            "cost": cost,
         })
         atomic.write_jsonl(out / "metrics.jsonl", history)
 
     for r in range(start_round, rounds + 1):
         result = fed.run_round(r)
         last_round = r
+        cost["train_seconds"] += result.seconds
+        cost["client_steps"] += max(u.steps for u in result.updates)
         if not result.finite:
             status, diverged_round = "diverged", r
             log(f"round {r}: loss or weights are not finite; run ends as diverged")
@@ -196,6 +204,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
         if r % run["eval"]["every"] == 0 or r == rounds:
             acc, loss, more = fed.evaluate(run["eval"]["batch_size"], result.updates)
             row = {**_metrics_row(result, acc, loss, time.perf_counter() - began), **more}
+            row["train_seconds"] = round(cost["train_seconds"], 3)  # local training so far
             history.append(row)
             norms.append({
                 "round": r,
@@ -221,6 +230,10 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
 
     final = summarize(history, status, last_round, diverged_round)
     final["run_id"] = rid
+    # cost (FedBR Table 7): the seconds of one local step of all the round's clients
+    # (training and aggregation time ÷ the steps a client took), parameters sent per client
+    final["mean_step_seconds"] = cost["train_seconds"] / max(cost["client_steps"], 1)
+    final["communicated_params"] = fed.communicated_params()
     files = write_plugin_files(fed.plugins, out)
     if files:
         final["files"] = files

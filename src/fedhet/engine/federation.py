@@ -120,6 +120,7 @@ class Federation:
         few = (self.domain_test is not None
                and torch.unique(self.domain_test).numel() <= MAX_SCORED_DOMAINS)
         self.domains_scored = self.domain_test if few else None
+        self.test_rotations = [float(a) for a in run["eval"]["rotations"]]
         self.client_indices = [torch.as_tensor(ix, dtype=torch.long, device=device)
                                for ix in client_indices]
         self.client_angles = None if client_angles is None else [
@@ -141,7 +142,7 @@ class Federation:
             augmenter=self.augmenter, autocast=self.autocast, channels_last=self.channels_last,
             x_train=self.x_train, y_train=self.y_train, x_test=self.x_test, y_test=self.y_test,
             domain_train=self.domain_train,
-            client_indices=self.client_indices,
+            client_indices=self.client_indices, client_angles=self.client_angles,
             logit_map=eval_logit_map(self.plugins, self.num_classes),
             new_model=lambda: self._build_model(channels, size),
             plugin_modules=None if self.modules_global is None else self.modules_global.module,
@@ -348,6 +349,16 @@ class Federation:
             up += sum(_nbytes(p.upload_tensors(u)) for p in self.plugins)
         return broadcast * len(updates), up
 
+    def communicated_params(self) -> int:
+        """Parameters sent to each sampled client a round: the model's, the plug-ins' modules'
+        and what the algorithm and the plug-ins send besides (FedBR Table 7's count)."""
+        extra = [*self.algorithm.broadcast_tensors(),
+                 *(t for p in self.plugins for t in p.broadcast_tensors())]
+        n = self.global_.params.numel() + sum(t.numel() for t in extra)
+        if self.modules_global is not None:
+            n += self.modules_global.params.numel()
+        return n
+
     # -- evaluation ---------------------------------------------------------------------
     def evaluate(self, batch_size: int = 512,
                  updates: list[ClientUpdate] | None = None) -> tuple[float, float, dict]:
@@ -356,10 +367,14 @@ class Federation:
         sets, and, with `eval.client_models`, of each of the round's local client models."""
         logit_map = self.server.logit_map
         model = self.global_.module
-        acc, loss, per_domain = evaluate_groups(model, self.x_test, self.y_test, self.augmenter,
-                                                batch_size, self.autocast, logit_map,
-                                                groups=self.domains_scored)
         more: dict[str, Any] = {}
+        if self.test_rotations:
+            acc, loss, more["rotation_acc"] = self.evaluate_rotated(model, batch_size)
+            per_domain = {}
+        else:
+            acc, loss, per_domain = evaluate_groups(model, self.x_test, self.y_test,
+                                                    self.augmenter, batch_size, self.autocast,
+                                                    logit_map, groups=self.domains_scored)
         if per_domain:
             names = self.domain_names or ()
             more["domain_acc"] = {(names[d] if d < len(names) else str(d)): a
@@ -375,11 +390,32 @@ class Federation:
             client_acc = {}
             for u in updates:
                 self.work.load(u.params, u.buffers)
-                client_acc[str(u.client)] = evaluate_model(
-                    self.work.module, self.x_test, self.y_test, self.augmenter, batch_size,
-                    self.autocast, logit_map)[0]
+                if self.test_rotations:
+                    score = self.evaluate_rotated(self.work.module, batch_size)[0]
+                else:
+                    score = evaluate_model(self.work.module, self.x_test, self.y_test,
+                                           self.augmenter, batch_size, self.autocast,
+                                           logit_map)[0]
+                client_acc[str(u.client)] = score
             more["client_acc"] = client_acc
+            # the local models' mean accuracy (FedBR Table 6; Local-only training's score)
+            more["local_test_acc"] = sum(client_acc.values()) / len(client_acc)
         return acc, loss, more
+
+    def evaluate_rotated(self, model: torch.nn.Module,
+                         batch_size: int) -> tuple[float, float, dict[str, float]]:
+        """Accuracy and loss as the mean over the test set's copies rotated by each angle of
+        `eval.rotations` (FedBR: "mean accuracy on all local test datasets"), and the accuracy
+        per angle."""
+        accs, losses = {}, []
+        for angle in self.test_rotations:
+            angles = torch.full((self.y_test.numel(),), float(angle), device=self.device)
+            acc, loss = evaluate_model(model, self.x_test, self.y_test, self.augmenter,
+                                       batch_size, self.autocast, self.server.logit_map,
+                                       angles=angles)
+            accs[f"{angle:g}"] = acc
+            losses.append(loss)
+        return sum(accs.values()) / len(accs), sum(losses) / len(losses), accs
 
     def global_head_norms(self) -> torch.Tensor:
         off, numel, shape = self.head_weight

@@ -68,6 +68,7 @@ class ServerView:
     y_test: torch.Tensor
     domain_train: torch.Tensor | None
     client_indices: list[torch.Tensor]
+    client_angles: list[torch.Tensor] | None  # per-row rotation (degrees) of rotated clients
     logit_map: Callable[[torch.Tensor], torch.Tensor]  # logits → what the test accuracy scores
     new_model: Callable[[], FlatModel]  # a freshly initialised model of the run (prepared)
     plugin_modules: torch.nn.ModuleDict | None = None  # the global copies of plug-in modules

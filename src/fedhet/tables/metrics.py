@@ -155,6 +155,34 @@ _DECLARED = (
         compute=_final("top5_acc"),
     ),
     Metric(
+        name="local_top5_acc",
+        header="local models' ACC (%)",
+        scale_free=True,
+        kind="run",
+        source="final.json: mean test accuracy of the round's client models, mean of the five "
+        "best rounds (eval.client_models)",
+        compute=_final("local_top5_acc"),
+    ),
+    Metric(
+        name="params_m",
+        header="Params (M)",
+        scale_free=False,
+        kind="run",
+        source="final.json: parameters sent to a client per round (model, plug-in modules, "
+        "what the algorithm sends besides), in millions",
+        compute=_final("params_m"),
+        text=_one_decimal,
+    ),
+    Metric(
+        name="step_seconds",
+        header="time per step (s)",
+        scale_free=False,
+        kind="run",
+        source="final.json: training seconds of a round ÷ the local steps of a client (one step "
+        "of all the round's clients); hardware-dependent",
+        compute=_final("step_seconds"),
+    ),
+    Metric(
         name="rounds",
         header="ROUND",
         scale_free=False,

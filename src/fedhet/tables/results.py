@@ -21,6 +21,9 @@ class RunResult:
     last_acc: float
     top5_acc: float
     curve: list[tuple[int, float]] = field(default_factory=list)  # (round, test acc %)
+    local_top5_acc: float = NAN  # %, the client models' mean accuracy, mean of the 5 best
+    params_m: float = NAN  # millions of parameters sent to a client per round
+    step_seconds: float = NAN  # seconds of one local step of all the round's clients
     gain: float = NAN  # post-hoc results only: accuracy after − before calibration (pp)
 
 
@@ -74,4 +77,11 @@ def result_from(final: Mapping[str, Any], curve: Sequence[tuple[int, float]]) ->
         last_acc=NAN if diverged else _pct(final.get("last_acc")),
         top5_acc=NAN if diverged else _pct(final.get("top5_mean_acc")),
         curve=list(curve),
+        local_top5_acc=NAN if diverged else _pct(final.get("local_top5_mean_acc")),
+        params_m=_scaled(final.get("communicated_params"), 1e-6),
+        step_seconds=_scaled(final.get("mean_step_seconds"), 1.0),
     )
+
+
+def _scaled(x: Any, factor: float) -> float:
+    return NAN if is_nan(x) else factor * float(x)
