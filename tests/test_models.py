@@ -34,6 +34,7 @@ def test_registered_names() -> None:
         "cnn4",
         "convnet",
         "mobilenetv2",
+        "cct",
     }
 
 
@@ -162,7 +163,7 @@ def test_model_options() -> None:
     stride2 = build_model("mobilenetv2", 10, 3, 32, width=NARROW, stem_stride=2)
     assert stride2.split_shapes["layer4"][1:] == (1, 1)
     assert build_model("mobilenetv2", 10, 3, 32, width=NARROW).split_shapes["layer4"][1:] == (2, 2)
-    assert model_options("resnet18") == {}
+    assert model_options("resnet18") == {"projection": None}
 
 
 def test_unknown_model_lists_valid_names() -> None:

@@ -75,6 +75,12 @@ def hard_labels(targets: torch.Tensor) -> torch.Tensor:
     return targets.argmax(1) if targets.is_floating_point() else targets
 
 
+def as_soft(targets: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """Soft targets (N×C floats) of a batch: one-hot rows for class labels, soft targets as
+    they are (so label-mixing methods such as Mixup compose with each other)."""
+    return targets if targets.is_floating_point() else F.one_hot(targets, num_classes).float()
+
+
 @dataclass
 class StepOutput:
     """One forward pass of a local step."""
@@ -99,6 +105,9 @@ class Algorithm:
     """FedAvg's behaviour; subclasses override the hooks their method changes."""
 
     name = "fedavg"
+    # True: the run is scored by its clients' own models (test accuracy and loss = the mean over
+    # the round's client models), not by the aggregate (Local-only training)
+    scores_client_models = False
 
     def __init__(self, params: dict[str, Any], num_clients: int, momentum: float) -> None:
         self.hp = dict(params)

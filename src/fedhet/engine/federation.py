@@ -386,20 +386,23 @@ class Federation:
                                        self.autocast, logit_map, angles=s.angles)[0]
                 for s in sets
             }
-        if updates and self.run["eval"]["client_models"]:
-            client_acc = {}
+        by_clients = updates and self.algorithm.scores_client_models
+        if updates and (self.run["eval"]["client_models"] or by_clients):
+            scores = {}
             for u in updates:
                 self.work.load(u.params, u.buffers)
                 if self.test_rotations:
-                    score = self.evaluate_rotated(self.work.module, batch_size)[0]
+                    scores[str(u.client)] = self.evaluate_rotated(self.work.module, batch_size)[:2]
                 else:
-                    score = evaluate_model(self.work.module, self.x_test, self.y_test,
-                                           self.augmenter, batch_size, self.autocast,
-                                           logit_map)[0]
-                client_acc[str(u.client)] = score
-            more["client_acc"] = client_acc
-            # the local models' mean accuracy (FedBR Table 6; Local-only training's score)
-            more["local_test_acc"] = sum(client_acc.values()) / len(client_acc)
+                    scores[str(u.client)] = evaluate_model(
+                        self.work.module, self.x_test, self.y_test, self.augmenter,
+                        batch_size, self.autocast, logit_map)
+            more["client_acc"] = {k: a for k, (a, _) in scores.items()}
+            # the local models' mean accuracy (FedBR Table 6)
+            more["local_test_acc"] = sum(a for a, _ in scores.values()) / len(scores)
+            if by_clients:  # Local-only training: its clients' own models are its score
+                acc = more["local_test_acc"]
+                loss = sum(l for _, l in scores.values()) / len(scores)
         return acc, loss, more
 
     def evaluate_rotated(self, model: torch.nn.Module,

@@ -20,7 +20,7 @@ from fedhet.experiments.loading import (
     plain_copy,
     set_path,
 )
-from fedhet.experiments.scaling import apply_scale
+from fedhet.experiments.scaling import apply_scale, scale_for_paper
 
 
 def _vocab_entry(proto: dict[str, Any], axis: str, key: str, file: str, where: str):
@@ -82,6 +82,21 @@ def _lookup(
             return False, None
         node = node[label]
     return True, node
+
+
+def _set_looked_up(patch: dict[str, Any], key: str, value: Any) -> None:
+    """A look-up table's value into a cell's settings. `plugins.<name>.<param>` fills in a
+    parameter of the cell's plug-in <name> (when it runs it and its entries left the parameter
+    unset: FedBR's λ per dataset); any other key is a run setting's path."""
+    if not key.startswith("plugins."):
+        set_path(patch, key, value)
+        return
+    _, name, param = key.split(".", 2)
+    for plugin in patch.get("plugins") or []:
+        if plugin.get("name") == name:
+            params = plugin.setdefault("params", {})
+            if get_path(params, param) is None:
+                set_path(params, param, value)
 
 
 def _check_lookup_keys(lookup: dict, proto: dict[str, Any], file: str, where: str) -> None:
@@ -225,6 +240,7 @@ def expand_item(
     calibrations: dict[str, dict[str, Any]] | None = None,
 ) -> Item:
     file = str(loader.paper_file(paper))
+    scale = scale_for_paper(scale, paper)
     section = "figures" if is_figure else "tables"
     base = f"{section}.{item_id}"
     kind = spec.get("kind", "curve" if is_figure else "accuracy")
@@ -269,7 +285,7 @@ def expand_item(
             for lookup in proto["lookups"]:
                 found, value = _lookup(lookup.get("values") or {}, lookup["by"], labels)
                 if found:
-                    set_path(patch, lookup["key"], value)
+                    _set_looked_up(patch, lookup["key"], value)
                 elif not lookup.get("partial", False):
                     missing = ".".join(labels.get(a, "?") for a in lookup["by"])
                     raise ExperimentError(

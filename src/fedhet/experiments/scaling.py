@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhet import catalog, names
+from fedhet.models import GENERIC_OPTIONS
 from fedhet.experiments.loading import (
     ExperimentError,
     deep_merge,
@@ -40,6 +41,13 @@ def load_scale(root: Path, scale: str, where: str = "config/config.yaml") -> dic
     return data
 
 
+def scale_for_paper(scale: dict[str, Any], paper: str) -> dict[str, Any]:
+    """The scale as it applies to one paper's runs: its `papers.<paper>` keys (datasets,
+    models, rounds, set, plugins) merged over the scale's own."""
+    override = (scale.get("papers") or {}).get(paper)
+    return deep_merge(scale, override) if override else scale
+
+
 def apply_scale(paper_run: dict[str, Any], scale: dict[str, Any], file: str) -> dict[str, Any]:
     """Map paper-scale settings onto the scale (stand-ins, widths, rounds); see
     config/scales/*.yaml for the meaning of each key."""
@@ -57,7 +65,10 @@ def apply_scale(paper_run: dict[str, Any], scale: dict[str, Any], file: str) -> 
         model["name"] = mmap.get("name", mname)
         if "width" in mmap:
             model["width"] = mmap["width"]
-        model["options"] = deep_merge(model.get("options") or {}, mmap.get("options") or {})
+        options = model.get("options") or {}
+        if model["name"] != mname:  # a stand-in keeps the options every model takes, not the
+            options = {k: v for k, v in options.items() if k in GENERIC_OPTIONS}  # paper model's
+        model["options"] = deep_merge(options, mmap.get("options") or {})
     rounds_cfg = scale.get("rounds") or {}
     training = run.setdefault("training", {})
     paper_rounds = training.get("rounds", 10)

@@ -11,6 +11,10 @@ Stages are *views*: each one is either a module the model registers itself (``se
 ``nn.Sequential`` grouping registered modules. The stage list itself is not registered, so
 ``state_dict()`` keys are the model's own attribute names (no duplicates), and ``train()``,
 ``eval()``, ``to()``, ``deepcopy`` and ``torch.func.functional_call`` reach every layer.
+
+`FedModel.add_projection` appends an MLP ``projection`` to any model's feature extractor (MOON's
+projection head, which the classifier reads; FedBR Fig. 6a): it becomes the ``penultimate`` stage
+and the former penultimate stage keeps its output under the split point ``representation``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 PENULTIMATE = "penultimate"
+REPRESENTATION = "representation"
 CLASSIFIER_PREFIX = "head."
 MIN_CHANNELS = 4
 
@@ -118,6 +123,31 @@ class FedModel(nn.Module):
         self.in_channels = in_channels
         self.image_size = image_size
         self.head = nn.Linear(self.feature_dim, num_classes)
+
+    def add_projection(self, hidden: int, dim: int, layers: int = 2) -> None:
+        """Append the MLP ``projection`` (``layers`` linear maps with ReLU between, ``hidden`` wide,
+        ending at ``dim``) as the new ``penultimate`` stage, and rebuild ``head`` to read it.
+
+        The stage that ended at the penultimate feature becomes the split point ``representation``;
+        ``features(x)`` then returns the projected ``dim``-vector. The new head is drawn after the
+        projection, so its state-dict keys stay last.
+        """
+        if min(hidden, dim, layers) < 1:
+            raise ValueError(f"projection sizes must be >= 1, got {hidden=}, {dim=}, {layers=}")
+        sizes = [self.feature_dim] + [hidden] * (layers - 1) + [dim]
+        modules: list[nn.Module] = []
+        for d_in, d_out in zip(sizes[:-1], sizes[1:], strict=True):
+            modules += [nn.Linear(d_in, d_out), nn.ReLU()]
+        self.projection = nn.Sequential(*modules[:-1])
+        num_classes = self.num_classes
+        del self.head
+        *body, (_, last) = self._stages
+        self._set_stages(
+            [*body, (REPRESENTATION, last), (PENULTIMATE, self.projection)],
+            num_classes=num_classes,
+            in_channels=self.in_channels,
+            image_size=self.image_size,
+        )
 
     @property
     def split_points(self) -> tuple[str, ...]:

@@ -14,8 +14,15 @@ Small inputs: a max-pool is skipped when the map is already 1×1, and ``vgg11`` 
 with an adaptive average pool to 1×1, which changes nothing at 32 px (five pools already give 1×1)
 and keeps the flattened conv output 512·w wide at 16, 28 or 64 px.
 
+``vgg11(fc=False)`` is FedBR's VGG-11 "without its FC layers" (its code's ``CIFAR_Vgg``:
+torchvision's ``vgg11().features`` + adaptive average pool to 1×1): the conv stack above, whose
+pooled 512·w output is the penultimate feature, so the head is Linear(512·w, classes). Its
+parameters without the head are 9,220,480 for 3 input channels at width 1 (FedBR T7: 9.2 M).
+
 Split points: ``block1``, ``block2``, … (4-D output of each block but the last), ``conv`` (the
 flattened output of the whole conv stack: FedImpro's VGG-11 split, 512·w) and ``penultimate``.
+Without the fully connected part the flattened conv output is itself the penultimate feature:
+``block1`` … ``block4``, ``penultimate``.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ class VGG(FedModel):
     def __init__(
         self,
         blocks: tuple[tuple[int | str, ...], ...],
-        make_fc: Callable[[int], nn.Sequential],
+        make_fc: Callable[[int], nn.Sequential] | None,
         *,
         num_classes: int,
         in_channels: int,
@@ -61,7 +68,8 @@ class VGG(FedModel):
 
         Args:
             blocks: per block, conv widths (before scaling) and ``"M"`` for a max-pool.
-            make_fc: flattened conv size → fully connected part (ending at the penultimate feature).
+            make_fc: flattened conv size → fully connected part (ending at the penultimate feature);
+                None: the flattened conv output is the penultimate feature.
             block_dropout: block index → Dropout2d probability appended to that block.
             global_pool: end the conv stack with an adaptive average pool to 1×1.
         """
@@ -87,9 +95,12 @@ class VGG(FedModel):
             size = 1
         convs[-1].append(nn.Flatten())
         self.conv = nn.Sequential(*convs)
-        self.fc = make_fc(channels * size * size)
         stages = [(f"block{i + 1}", block) for i, block in enumerate(convs[:-1])]
-        stages += [("conv", convs[-1]), ("penultimate", self.fc)]
+        if make_fc is None:
+            stages.append(("penultimate", convs[-1]))
+        else:
+            self.fc = make_fc(channels * size * size)
+            stages += [("conv", convs[-1]), ("penultimate", self.fc)]
         self._set_stages(
             stages, num_classes=num_classes, in_channels=in_channels, image_size=image_size
         )
@@ -121,8 +132,11 @@ def vgg9(num_classes: int, in_channels: int, image_size: int, width: float) -> V
     )
 
 
-def vgg11(num_classes: int, in_channels: int, image_size: int, width: float) -> VGG:
-    """VGG-11 without batch norm (FedImpro, FedBR's rotated CIFAR-10)."""
+def vgg11(
+    num_classes: int, in_channels: int, image_size: int, width: float, *, fc: bool = True
+) -> VGG:
+    """VGG-11 without batch norm: FedImpro's with its fully connected part; ``fc=False``:
+    FedBR's conv stack + average pool, read directly by the head (rotated CIFAR-10, PACS)."""
     hidden = scaled(512, width)
 
     def make_fc(flat: int) -> nn.Sequential:
@@ -137,7 +151,7 @@ def vgg11(num_classes: int, in_channels: int, image_size: int, width: float) -> 
 
     model = VGG(
         VGG11_BLOCKS,
-        make_fc,
+        make_fc if fc else None,
         num_classes=num_classes,
         in_channels=in_channels,
         image_size=image_size,

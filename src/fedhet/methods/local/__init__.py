@@ -10,9 +10,8 @@ DECLARATIONS = [
         name="local",
         kind="algorithm",
         summary="Local-only: each client trains only its own model from the common initial "
-                "model, never averaged; the logged global model is a mere sample-weighted "
-                "average, the meaningful metric is the client models' accuracy "
-                "(set eval: {client_models: true})",
+                "model, never averaged; test accuracy is the mean over the round's client "
+                "models of each one's own accuracy (the saved model is their average)",
         module="fedhet.methods.local.algorithm",
     ),
 ]

@@ -20,6 +20,7 @@ class Local(Algorithm):
     """
 
     name = "local"
+    scores_client_models = True  # the paper's "Local" row: each client's own model
 
     def setup(self, global_params: torch.Tensor) -> None:
         self.initial: tuple[torch.Tensor, torch.Tensor] | None = None
