@@ -4,6 +4,7 @@ config grids compose plug-ins, pending and quoted cells, and no common module na
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import json
 import re
@@ -15,7 +16,7 @@ import yaml
 
 from fedhet import catalog, config, names
 from fedhet import experiments as X
-from fedhet.declare import Param
+from fedhet.declare import Method, Param
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_IDS = ROOT / "tests" / "data" / "run_ids.json"
@@ -159,20 +160,29 @@ def test_plugin_lists_merge_by_name_across_axes(tree):
     assert plugins[("clsprox", "none")][0]["params"]["mu"] == 0.5
 
 
-def test_pending_algorithms_and_plugins_and_quoted_cells(tree):
+def test_pending_algorithms_and_plugins_and_quoted_cells(tree, monkeypatch):
+    monkeypatch.setitem(catalog._declarations(), "pendalgo", Method(
+        name="pendalgo", kind="algorithm", summary="a pending toy algorithm of the tests",
+        implemented=False))
+    monkeypatch.setitem(catalog._declarations(), "pendplug", Method(
+        name="pendplug", kind="plugin", summary="a pending toy plug-in of the tests",
+        implemented=False))
+    protocol = copy.deepcopy(PROTOCOL)
+    protocol["values"]["method"]["pendalgo"] = {"set": {"algorithm": {"name": "pendalgo"}}}
+    protocol["values"]["method"]["pendplug"] = {"set": {"plugins": [{"name": "pendplug"}]}}
     write_paper(
         tree,
-        PROTOCOL,
+        protocol,
         {"rows": ["method"], "grids": [{
-            "axes": {"method": ["base", "fedcm", "fedntd", "quoted"]},
-            "reference": {"base": 70.0, "fedcm": 71.0, "fedntd": 72.0, "quoted": 73.5},
+            "axes": {"method": ["base", "pendalgo", "pendplug", "quoted"]},
+            "reference": {"base": 70.0, "pendalgo": 71.0, "pendplug": 72.0, "quoted": 73.5},
         }]},
     )
     exp, cells = cells_of(tree)
     assert cells[("base",)].run_ids and cells[("base",)].pending is None
-    assert cells[("fedcm",)].run_ids == []
-    assert cells[("fedcm",)].pending == "method not implemented yet: fedcm"
-    assert cells[("fedntd",)].pending == "method not implemented yet: fedntd"
+    assert cells[("pendalgo",)].run_ids == []
+    assert cells[("pendalgo",)].pending == "method not implemented yet: pendalgo"
+    assert cells[("pendplug",)].pending == "method not implemented yet: pendplug"
     quoted = cells[("quoted",)]
     assert quoted.run_ids == [] and quoted.pending is None and quoted.quoted == "FedX paper"
     assert quoted.reference == {"acc": 73.5}
@@ -209,7 +219,8 @@ def test_every_declaration_is_complete():
             impl = catalog.implementation(decl.name)
             assert impl is not None
     assert set(names.methods("algorithm", implemented=True)) == {
-        "fedavg", "fedavgm", "feddyn", "fednova", "fedprox", "moon", "scaffold",
+        "fedavg", "fedavgm", "fedcm", "feddyn", "fednova", "fedprox", "groupdro", "local",
+        "moon", "scaffold",
     }
 
 

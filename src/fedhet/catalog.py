@@ -100,14 +100,19 @@ def implementation(name: str) -> Any:
 
 def plugins_of(run: Mapping[str, Any]) -> list[Any]:
     """The plug-in objects of a run, in its order, with their declared parameters filled in
-    and checked."""
-    return [
+    and checked, each told the run's number of clients (`Plugin.num_clients`), which a module
+    built before `setup` may be sized by (a discriminator over the clients)."""
+    plugins = [
         implementation(p["name"])(
             resolve_params(method(p["name"], "plugin").params, p.get("params"),
                            f"plugins({p['name']}).params.")
         )
         for p in run.get("plugins") or []
     ]
+    clients = 1 if run["training"]["centralized"] else int(run["partition"]["num_clients"])
+    for plugin in plugins:
+        plugin.num_clients = clients
+    return plugins
 
 
 def model_classes(run: Mapping[str, Any], num_classes: int) -> int:

@@ -23,6 +23,9 @@ class Plugin:
     """Does nothing; subclasses override the hooks their method needs."""
 
     name = "plugin"
+    # the run's clients (1 when centralized), set by `fedhet.catalog.plugins_of` before any
+    # hook runs: what `modules` may size a module by, before `setup` gives the ServerView
+    num_clients: int = 1
 
     def __init__(self, params: dict[str, Any]) -> None:
         # complete and checked by the declaration (`fedhet.catalog.plugins_of` resolves them)
