@@ -160,7 +160,8 @@ def _check_value(name: str, key: str, value: Any, default: Any, choices: tuple |
 def content_options(name: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The resolved options that change the tensors (those that enter the cache key)."""
     resolved = resolve_options(name, options)
-    return {k: v for k, v in resolved.items() if k not in NON_CONTENT_OPTIONS}
+    # an option at a null default (added later, e.g. digits_domains' `domains`) leaves the key
+    return {k: v for k, v in resolved.items() if k not in NON_CONTENT_OPTIONS and v is not None}
 
 
 def dataset_key(name: str, options: Mapping[str, Any] | None = None) -> str:
@@ -320,7 +321,8 @@ def _payload(spec: DatasetSpec, options: dict[str, Any], arrays: Arrays) -> dict
     return {
         "format": CACHE_FORMAT,
         "name": spec.name,
-        "options": {k: v for k, v in options.items() if k not in NON_CONTENT_OPTIONS},
+        "options": {k: v for k, v in options.items()
+                    if k not in NON_CONTENT_OPTIONS and v is not None},
         "num_classes": spec.num_classes,
         "class_names": list(arrays.class_names),
         "mean": [float(m) for m in mean],

@@ -7,6 +7,9 @@
 - `cifar10c` (CIFAR-10-C, Hendrycks & Dietterich 2019): the extracted official archive,
   `<root>/raw/cifar10c/CIFAR-10-C/<corruption>.npy` and `labels.npy`; training images
   are CIFAR-10's, test images the chosen corruption at the chosen severity.
+- `pacs` (PACS, Li et al. 2017): the authors' image folders,
+  `<root>/raw/pacs/{art_painting,cartoon,photo,sketch}/<class>/*` with the 7 classes; each
+  style is a domain, split 80/20 into train/test by a fixed seed.
 
 When the files are missing, DatasetNotAvailable says what goes where; the offline stand-in
 for the DIGITS domains is `digits_domains`. Images of other sizes are resized (bilinear)
@@ -53,6 +56,14 @@ CORRUPTIONS = (
     "zoom_blur",
 )
 CIFAR10C_PER_SEVERITY = 10_000
+
+PACS_URL = "https://domaingeneralization.github.io/#data"
+PACS_DOMAINS = ("art_painting", "cartoon", "photo", "sketch")
+PACS_CLASSES = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person")
+PACS_SPLIT_SEED = 2017
+# ImageNet's statistics, as FedBR's code normalises PACS (datasets.py, MultipleEnvironment-
+# ImageFolder); not PACS's own.
+IMAGENET_STATS = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 Item = tuple[str, str, np.ndarray]
 
@@ -151,6 +162,74 @@ def _build_retina(root: Path, options: dict[str, Any]) -> Arrays:
         domain_train=out["train"][2],
         domain_test=out["test"][2],
         domain_names=tuple(sites),
+    )
+
+
+def _build_pacs(root: Path, options: dict[str, Any]) -> Arrays:
+    """PACS's 4 styles as domains (ids in `PACS_DOMAINS` order), each split train/test.
+
+    PACS has no official train/test split and FedBR's code trains on everything, so the test
+    set is a held-out share of every (domain, class) folder: `test_fraction` (0.2, assumed,
+    as DomainBed's holdout fraction) of its images, drawn by a generator seeded with
+    (PACS_SPLIT_SEED, domain, class) so the split does not depend on the other folders.
+    """
+    import torch
+
+    fraction = options["test_fraction"]
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (
+        0 < fraction < 1
+    ):
+        raise ValueError(
+            f"option 'test_fraction' of dataset 'pacs' must be a number between 0 and 1 "
+            f"(exclusive), got {fraction!r}"
+        )
+    base = Path(root) / "raw" / "pacs"
+    layout = (
+        f"one folder per domain, {', '.join(str(base / d) for d in PACS_DOMAINS)}, each holding "
+        f"the class folders {', '.join(PACS_CLASSES)} with that class's images (*.jpg, *.png); "
+        "the `kfold` folder of the authors' download has this layout, rename it to "
+        f"{base}"
+    )
+    origin = (
+        "PACS (Li et al., 2017, 'Deeper, Broader and Artier Domain Generalization') is "
+        f"distributed by its authors through the Google Drive folder linked from {PACS_URL}"
+    )
+    folders = [base / d / c for d in PACS_DOMAINS for c in PACS_CLASSES]
+    _require_dirs("pacs", root, folders, layout, origin)
+    size = options["size"]
+    rows: dict[str, list[tuple[str, str, np.ndarray, int]]] = {"train": [], "test": []}
+    for d, domain in enumerate(PACS_DOMAINS):
+        for c, cls in enumerate(PACS_CLASSES):
+            folder = base / domain / cls
+            files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+            if not files:
+                raise DatasetNotAvailable(
+                    f"dataset 'pacs': {folder} holds no images ({', '.join(IMAGE_SUFFIXES)}); "
+                    f"expected layout: {layout}"
+                )
+            held_out = np.zeros(len(files), dtype=bool)
+            rng = np.random.default_rng([PACS_SPLIT_SEED, d, c])
+            held_out[rng.permutation(len(files))[: int(round(fraction * len(files)))]] = True
+            for file, test in zip(files, held_out):
+                image = decode_image(file.read_bytes(), size)
+                rows["test" if test else "train"].append((f"{d}/{c}/{file.name}", cls, image, d))
+    out = {}
+    for split, items in rows.items():
+        items.sort(key=lambda r: r[0])
+        x, y = stack_split([r[:3] for r in items], list(PACS_CLASSES), size, str(base))
+        domain = torch.tensor([r[3] for r in items], dtype=torch.long)
+        out[split] = (torch.from_numpy(x), torch.from_numpy(y), domain)
+    return Arrays(
+        out["train"][0],
+        out["train"][1],
+        out["test"][0],
+        out["test"][1],
+        class_names=PACS_CLASSES,
+        mean=IMAGENET_STATS[0],
+        std=IMAGENET_STATS[1],
+        domain_train=out["train"][2],
+        domain_test=out["test"][2],
+        domain_names=PACS_DOMAINS,
     )
 
 
@@ -261,5 +340,22 @@ DATASETS.add(
             "severity": 5,
         },
         choices={"channels": (1, 3), "corruption": CORRUPTIONS, "severity": (1, 2, 3, 4, 5)},
+    ),
+)
+DATASETS.add(
+    "pacs",
+    DatasetSpec(
+        name="pacs",
+        build=_build_pacs,
+        num_classes=7,
+        channels=3,
+        size=32,
+        source="manual",
+        description="PACS: 7 classes in 4 styles (art painting, cartoon, photo, sketch), "
+        "one domain per style",
+        # size 32: FedBR's code resizes PACS to 32×32 (DomainBed uses 224). test_fraction
+        # 0.2 is assumed (FedBR states no PACS test split; DomainBed holds out 20 %).
+        options={"channels": 3, "size": 32, "test_fraction": 0.2},
+        choices={"channels": (1, 3)},
     ),
 )

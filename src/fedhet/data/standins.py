@@ -15,7 +15,8 @@ are the same on every run.
 - `digits10`: the 10 digits.
 - `digits100`: 100 classes `10*a + b`, the two digits a and b side by side.
 - `digits_domains`: the 10 digits in 5 visual styles standing in for the DIGITS benchmark
-  (MNIST, SVHN, USPS, SynthDigits, MNIST-M), with per-sample domain ids.
+  (MNIST, SVHN, USPS, SynthDigits, MNIST-M), with per-sample domain ids; option `domains`
+  keeps some of the styles (e.g. 4 of them standing in for PACS's 4 domains).
 
 With `channels: 3`, `digits10`/`digits100` draw each digit in a colour mixed from a fixed
 per-class tint and a random colour over a random dark background, so colour is a
@@ -24,7 +25,7 @@ class-correlated but noisy cue, as in natural images.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -294,16 +295,50 @@ def _style_mnistm(gray: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 DOMAIN_STYLES = (_style_mnist, _style_svhn, _style_usps, _style_synth, _style_mnistm)
 
 
+def _kept_styles(domains: Sequence[str | int] | None) -> list[int]:
+    """Indices into `DOMAIN_NAMES` of the styles that option `domains` keeps, in its order.
+
+    `None` keeps all five; otherwise a non-empty list of style names or ids (0-4), each once.
+    Raises ValueError naming a bad entry and the valid ones.
+    """
+    if domains is None:
+        return list(range(len(DOMAIN_NAMES)))
+    valid = f"style names {list(DOMAIN_NAMES)} or ids 0..{len(DOMAIN_NAMES) - 1}"
+    where = "option 'domains' of dataset 'digits_domains'"
+    if isinstance(domains, str) or not isinstance(domains, Sequence) or not domains:
+        raise ValueError(f"{where} must be null or a non-empty list of {valid}, got {domains!r}")
+    kept: list[int] = []
+    for entry in domains:
+        if isinstance(entry, str) and entry in DOMAIN_NAMES:
+            style = DOMAIN_NAMES.index(entry)
+        elif isinstance(entry, (int, np.integer)) and not isinstance(entry, bool) and (
+            0 <= entry < len(DOMAIN_NAMES)
+        ):
+            style = int(entry)
+        else:
+            raise ValueError(f"{where}: unknown style {entry!r}; use {valid}")
+        if style in kept:
+            raise ValueError(f"{where} names style '{DOMAIN_NAMES[style]}' twice")
+        kept.append(style)
+    return kept
+
+
 def _build_domains(root: Path, options: dict[str, Any]) -> Arrays:
-    """The 10 digits rendered in the 5 domain styles; domain id per sample."""
+    """The 10 digits rendered in the kept domain styles; domain id per sample.
+
+    Domain d is the d-th kept style. Each style draws from its own seed (keyed by its index in
+    `DOMAIN_STYLES`), so a style's images are the same whichever other styles are kept, and
+    `domains: null` gives the same tensors as before the option existed.
+    """
     import torch
 
+    styles = _kept_styles(options["domains"])
     pools = digit_pools()
     out = {}
     for split, split_id in SPLITS.items():
         xs, ys, ds = [], [], []
-        for d, style in enumerate(DOMAIN_STYLES):
-            rng = _rng(3, split_id, d)
+        for d, style_id in enumerate(styles):
+            rng = _rng(3, split_id, style_id)
             gray, y = [], []
             for c in range(10):
                 gray.append(
@@ -314,7 +349,7 @@ def _build_domains(root: Path, options: dict[str, Any]) -> Arrays:
                     )
                 )
                 y.append(np.full(options[f"{split}_per_class"], c, dtype=np.int64))
-            rgb = style(np.concatenate(gray), rng)
+            rgb = DOMAIN_STYLES[style_id](np.concatenate(gray), rng)
             x = rgb if options["channels"] == 3 else _luma(rgb)
             xs.append(to_uint8(x, rng))
             ys.append(np.concatenate(y))
@@ -332,7 +367,7 @@ def _build_domains(root: Path, options: dict[str, Any]) -> Arrays:
         class_names=names,
         domain_train=out["train"][2],
         domain_test=out["test"][2],
-        domain_names=DOMAIN_NAMES,
+        domain_names=tuple(DOMAIN_NAMES[i] for i in styles),
     )
 
 
@@ -385,8 +420,10 @@ DATASETS.add(
         channels=3,
         size=16,
         source="stand-in",
-        description="10 digits in 5 styles standing in for MNIST/SVHN/USPS/SynthDigits/MNIST-M",
-        options=_options(3, 60, 20, "digits"),
+        description="10 digits in 5 styles standing in for MNIST/SVHN/USPS/SynthDigits/MNIST-M "
+        "(option domains: a list of styles keeps only those)",
+        # domains: null = all five styles; a list of style names/ids keeps those (renumbered).
+        options={**_options(3, 60, 20, "digits"), "domains": None},
         choices=_CHOICES,
     ),
 )

@@ -1,5 +1,5 @@
-"""Feature-shift schemes: one domain per client (`domain`) and a base split plus per-sample
-rotation angles (`rotation`)."""
+"""Feature-shift schemes: one domain per client (`domain`, optionally one client per domain
+and class group) and a base split plus per-sample rotation angles (`rotation`)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def domain(
     num_classes: int,
     domains: np.ndarray | None,
     within_alpha: float | None = None,
+    class_groups: Sequence[Sequence[int]] | None = None,
 ) -> Partition:
     """One domain per client (feature shift, e.g. FedLGD's digit data sets).
 
@@ -31,6 +32,11 @@ def domain(
     client holds one whole domain. If num_clients = m·D, each domain is shared by m clients:
     split IID (equal parts) by default, or, with `within_alpha`, by a per-class Dirichlet
     (alpha = within_alpha) over those m clients, adding label skew inside each domain.
+
+    `class_groups` (a list of G disjoint lists of class ids) splits every domain by class
+    instead, adding label shift to the feature shift (FedBR's PACS: 4 domains × groups
+    {0-3}, {4-6} = 8 clients): client d·G+g holds domain d's samples whose class is in group g,
+    and num_clients must be D·G. Samples of a class in no group go to no client.
     """
     if domains is None:
         raise PartitionError(
@@ -38,6 +44,13 @@ def domain(
             "choose another partition scheme"
         )
     ids = np.unique(domains)
+    if class_groups is not None:
+        if within_alpha is not None:
+            raise PartitionError(
+                "domain: class_groups gives each (domain, class group) pair one client, so "
+                "within_alpha (which splits a domain among several clients) cannot be set with it"
+            )
+        return _by_class_groups(labels, domains, ids, num_clients, num_classes, class_groups)
     if num_clients % ids.size:
         raise PartitionError(
             f"domain: num_clients={num_clients} must equal the number of domains ({ids.size}) "
@@ -62,6 +75,62 @@ def domain(
             counts = _split_counts(p, in_class.size)
             for i, chunk in zip(holders, np.split(in_class, np.cumsum(counts)[:-1])):
                 parts[i].append(chunk)
+    return Partition(_pack(parts))
+
+
+def _class_group_of(class_groups: Sequence[Sequence[int]], num_classes: int) -> np.ndarray:
+    """Group index of every class (-1: in no group), after checking the groups."""
+    if isinstance(class_groups, str) or not isinstance(class_groups, Sequence) or not class_groups:
+        raise PartitionError(
+            f"domain: class_groups must be a non-empty list of lists of class ids, "
+            f"got {class_groups!r}"
+        )
+    group_of = np.full(num_classes, -1, dtype=np.int64)
+    for g, group in enumerate(class_groups):
+        if isinstance(group, str) or not isinstance(group, Sequence) or not group:
+            raise PartitionError(
+                f"domain: class_groups[{g}] must be a non-empty list of class ids, got {group!r}"
+            )
+        for c in group:
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not (
+                0 <= c < num_classes
+            ):
+                raise PartitionError(
+                    f"domain: class_groups[{g}] holds {c!r}, which is not a class id "
+                    f"(0..{num_classes - 1})"
+                )
+            if group_of[c] >= 0:
+                raise PartitionError(
+                    f"domain: class {c} is in class_groups[{group_of[c]}] and again in "
+                    f"class_groups[{g}]; put every class in one group at most"
+                )
+            group_of[c] = g
+    return group_of
+
+
+def _by_class_groups(
+    labels: np.ndarray,
+    domains: np.ndarray,
+    ids: np.ndarray,
+    num_clients: int,
+    num_classes: int,
+    class_groups: Sequence[Sequence[int]],
+) -> Partition:
+    """One client per (domain, class group) pair, client d·G+g = domain d, group g."""
+    group_of = _class_group_of(class_groups, num_classes)
+    num_groups = len(class_groups)
+    if num_clients != ids.size * num_groups:
+        raise PartitionError(
+            f"domain: with class_groups there is one client per (domain, class group) pair, so "
+            f"num_clients must be {ids.size} domains × {num_groups} groups = "
+            f"{ids.size * num_groups}, got num_clients={num_clients}"
+        )
+    sample_group = group_of[labels]
+    parts = [
+        [np.flatnonzero((domains == dom) & (sample_group == g))]
+        for dom in ids
+        for g in range(num_groups)
+    ]
     return Partition(_pack(parts))
 
 

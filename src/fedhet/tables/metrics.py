@@ -60,6 +60,10 @@ def _general(value: float) -> str:
     return f"{value:g}"
 
 
+def _significant(value: float) -> str:
+    return f"{value:.3g}"
+
+
 def _whole(value: float) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
 
@@ -171,7 +175,7 @@ _DECLARED = (
         source="final.json: parameters sent to a client per round (model, plug-in modules, "
         "what the algorithm sends besides), in millions",
         compute=_final("params_m"),
-        text=_one_decimal,
+        text=_significant,  # demo models hold tens of thousands of parameters
     ),
     Metric(
         name="step_seconds",
