@@ -257,3 +257,16 @@ def test_class_groups_reach_the_scheme_through_partition_options(tmp_path):
                 "options": {"class_groups": GROUPS}}
     part = load_or_make_partition(Data("toy", LABELS, 7, DOMAINS), settings, 0)
     assert part.num_clients == 8 and set(LABELS[part.client_indices[1]]) == {4, 5, 6}
+
+
+def test_class_groups_as_a_number_split_the_classes_in_order():
+    from fedhet.partition.domains import domain
+
+    labels = np.repeat(np.arange(7), 4)
+    domains = np.tile(np.arange(2), 14)
+    part = domain(labels, 4, np.random.default_rng(0), num_classes=7, domains=domains,
+                  class_groups=2)
+    groups = [sorted(set(labels[ix].tolist())) for ix in part.client_indices]
+    assert groups == [[0, 1, 2, 3], [4, 5, 6], [0, 1, 2, 3], [4, 5, 6]]  # the code's Y <= 7 // 2
+    with pytest.raises(PartitionError, match="class_groups=8 must be between 1 and"):
+        domain(labels, 4, np.random.default_rng(0), num_classes=7, domains=domains, class_groups=8)

@@ -223,8 +223,8 @@ def test_runtime_settings_do_not_retrain(workdir):
 
 def test_named_targets(workdir):
     assert dry(workdir, "vhl_t1") == {}
-    proc = snakemake(workdir["dir"], "-n", "fedbr", env=workdir["env"])
-    assert "fedbr: no table or figure is configured yet" in proc.stdout + proc.stderr
+    proc = snakemake(workdir["dir"], "-n", "fedlgd", env=workdir["env"])
+    assert "fedlgd: no table or figure is configured yet" in proc.stdout + proc.stderr
     for name in ("vhl_t99", "nonexist"):  # with or without an underscore
         proc = snakemake(workdir["dir"], "-n", name, env=workdir["env"], check=False)
         assert proc.returncode != 0

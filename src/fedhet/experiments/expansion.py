@@ -210,9 +210,10 @@ def _reference_for(grid: dict[str, Any], spec: dict, labels: dict[str, str], axe
     return {m: node[m] for m in metrics if m in node}
 
 
-def _restrict(axes: list, scale: Mapping[str, Any], target: str, where: str) -> list:
+def _restrict(axes: list, scale: Mapping[str, Any], target: str) -> list | None:
     """Axis values kept at this scale: the scale's `restrict.<paper>_<id>.<axis>` list (a
-    table too costly to run whole at a small scale), in the grid's order."""
+    table too costly to run whole at a small scale), in the grid's order; None when the
+    restriction leaves the grid no value (the item's other grids may still run)."""
     keep = (scale.get("restrict") or {}).get(target) or {}
     out = []
     for axis, values in axes:
@@ -220,9 +221,7 @@ def _restrict(axes: list, scale: Mapping[str, Any], target: str, where: str) -> 
             wanted = {str(v) for v in keep[axis]}
             values = [v for v in values if v in wanted]
             if not values:
-                raise ExperimentError(
-                    "config/scales", f"restrict.{target}.{axis}", f"leaves no value in {where}"
-                )
+                return None
         out.append((axis, values))
     return out
 
@@ -270,7 +269,9 @@ def expand_item(
             for value in values:
                 _vocab_entry(proto, axis, value, file, f"{where}.axes.{axis}")
         _check_reference(grid, spec, all_axes, metrics, file, where)
-        axes = _restrict(all_axes, scale, f"{paper}_{item_id}", where)
+        axes = _restrict(all_axes, scale, f"{paper}_{item_id}")
+        if axes is None:
+            continue
         for combo in product(*[values for _, values in axes]):
             labels: dict[str, str] = dict(proto["defaults"])
             labels.update({axis: value for (axis, _), value in zip(axes, combo, strict=True)})
@@ -342,9 +343,12 @@ def expand_item(
                     else f"method not implemented yet: {', '.join(pending)}"
                 )
             cells.append(cell)
+    restricted = (scale.get("restrict") or {}).get(f"{paper}_{item_id}")
+    if not cells and restricted and spec.get("grids"):
+        raise ExperimentError("config/scales", f"restrict.{paper}_{item_id}",
+                              f"leaves no value in any grid of {base}")
     if not cells:
         raise ExperimentError(file, f"{base}.grids", "no grids: a table or figure needs one")
-    restricted = (scale.get("restrict") or {}).get(f"{paper}_{item_id}")
     if restricted:
         shown = "; ".join(f"{a}: {', '.join(map(str, v))}" for a, v in restricted.items())
         spec = {**spec, "scale_note": f"This scale runs only {shown} (config/scales → restrict)."}

@@ -28,16 +28,20 @@ def load_scale(root: Path, scale: str, where: str = "config/config.yaml") -> dic
         valid = names.scales(root)
         raise ExperimentError(where, "scale", f"unknown scale '{scale}'; valid: {', '.join(valid)}")
     data = read_yaml(path)
-    for key, kind, valid in (
-        ("datasets", "dataset", names.datasets()),
-        ("models", "model", names.models()),
-    ):
-        for src, dst in (data.get(key) or {}).items():
-            for name in (src, (dst or {}).get("name", src)):
-                if name not in valid:
-                    raise ExperimentError(
-                        path, f"{key}.{src}", f"unknown {kind} '{name}'; valid: {', '.join(valid)}"
-                    )
+    sections = [("", data), *((f"papers.{p}.", over or {})
+                              for p, over in (data.get("papers") or {}).items())]
+    for prefix, section in sections:
+        for key, kind, valid in (
+            ("datasets", "dataset", names.datasets()),
+            ("models", "model", names.models()),
+        ):
+            for src, dst in (section.get(key) or {}).items():
+                for name in (src, (dst or {}).get("name", src)):
+                    if name not in valid:
+                        raise ExperimentError(
+                            path, f"{prefix}{key}.{src}",
+                            f"unknown {kind} '{name}'; valid: {', '.join(valid)}",
+                        )
     return data
 
 

@@ -24,7 +24,7 @@ def domain(
     num_classes: int,
     domains: np.ndarray | None,
     within_alpha: float | None = None,
-    class_groups: Sequence[Sequence[int]] | None = None,
+    class_groups: Sequence[Sequence[int]] | int | None = None,
 ) -> Partition:
     """One domain per client (feature shift, e.g. FedLGD's digit data sets).
 
@@ -36,7 +36,9 @@ def domain(
     `class_groups` (a list of G disjoint lists of class ids) splits every domain by class
     instead, adding label shift to the feature shift (FedBR's PACS: 4 domains × groups
     {0-3}, {4-6} = 8 clients): client d·G+g holds domain d's samples whose class is in group g,
-    and num_clients must be D·G. Samples of a class in no group go to no client.
+    and num_clients must be D·G. Samples of a class in no group go to no client. An integer G
+    splits the classes in order into G groups of near-equal size, the larger first (2 on
+    PACS's 7 classes: {0-3}, {4-6}, the code's `Y <= 7 // 2`).
     """
     if domains is None:
         raise PartitionError(
@@ -50,6 +52,14 @@ def domain(
                 "domain: class_groups gives each (domain, class group) pair one client, so "
                 "within_alpha (which splits a domain among several clients) cannot be set with it"
             )
+        if isinstance(class_groups, int) and not isinstance(class_groups, bool):
+            if not 1 <= class_groups <= num_classes:
+                raise PartitionError(
+                    f"domain: class_groups={class_groups} must be between 1 and the number of "
+                    f"classes ({num_classes})"
+                )
+            class_groups = [g.tolist() for g in np.array_split(np.arange(num_classes),
+                                                               class_groups)]
         return _by_class_groups(labels, domains, ids, num_clients, num_classes, class_groups)
     if num_clients % ids.size:
         raise PartitionError(

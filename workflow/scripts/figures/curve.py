@@ -37,6 +37,7 @@ def load_curves(payload, metric_files):
                 rows.append(
                     {
                         "round": int(rec["round"]),
+                        "train_seconds": rec.get("train_seconds"),
                         "value": 100.0 * value if metric in PERCENT else float(value),
                         "seed": seed,
                         **{axis: cell["display"][axis] for axis in cell["display"]},
@@ -47,9 +48,10 @@ def load_curves(payload, metric_files):
 
 def draw(ax, df, spec, several: bool, legend: bool) -> None:
     """One panel: the metric against the round, a line per hue (and style) value."""
+    by_time = spec.get("x") == "train_seconds"
     sns.lineplot(
         data=df,
-        x="round",
+        x="train_seconds" if by_time else "round",
         y="value",
         hue=spec.get("hue"),
         style=spec.get("style"),
@@ -59,8 +61,11 @@ def draw(ax, df, spec, several: bool, legend: bool) -> None:
     )
     if spec.get("yscale"):
         ax.set_yscale(spec["yscale"])
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
-    ax.set_xlabel("communication round")
+    if by_time:
+        ax.set_xlabel("training time (s, measured on this machine)")
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
+        ax.set_xlabel("communication round")
     ax.set_ylabel(spec.get("ylabel", spec["metric"]))
 
 
