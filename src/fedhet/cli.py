@@ -216,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fedhet.analysis.inversion import add_subcommands as add_inversion_subcommands
 
     add_inversion_subcommands(sub)
+    from fedhet.analysis.bias import add_subcommands as add_bias_subcommands
+
+    add_bias_subcommands(sub)
     return parser
 
 

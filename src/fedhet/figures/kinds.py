@@ -87,6 +87,25 @@ for _kind in (
         local=False,
     ),
     FigureKind(
+        "bars",
+        run_files("final.json"),
+        "bars",
+        "A final metric (e.g. the mean of the 5 best rounds' accuracy) as grouped bars, one group "
+        "per value of one axis and one bar per value of another, mean over seeds (error bar: "
+        "± std when there are several). Cells not run yet are listed under the plot.",
+    ),
+    FigureKind(
+        "bias",
+        run_files("final.json", "resolved.yaml", "model.pt"),
+        "bias",
+        "Local learning bias: a centralized run's model F_g trained further on the first half of "
+        "the classes only (F_1); (a) t-SNE of the penultimate features of F_g and F_1 on test "
+        "images of those classes and of F_1 on the others, (b) F_1's softmax on a test image of "
+        "the last class, (c) the classes F_1 predicts for the images of classes it did not "
+        "train on.",
+        local=False,
+    ),
+    FigureKind(
         "virtual_grid",
         first_artefact,
         "virtual_grid",

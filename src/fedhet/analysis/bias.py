@@ -1,0 +1,209 @@
+"""Local learning bias (FedBR Figs. 2-3): what a model learns when it trains on half the classes.
+
+F_g is a finished (centralized) run's model; F_1 is F_g after `local_steps` SGD steps (the run's
+lr, momentum, weight decay and batch size; no augmentation) on the training images of the first
+half of the classes, X1 = classes 0 … C/2 − 1. On the test images:
+
+- (a) a joint t-SNE of the penultimate features F_g(X1), F_1(X1) and F_1(X2) (X2: the other
+  classes), coloured by class, one marker per model and set (Fig. 2);
+- (b) F_1's softmax on one test image of the last class (Fig. 3a; the paper shows a class-8 one);
+- (c) the histogram of F_1's argmax over X2 (Fig. 3b): a locally trained model assigns images of
+  classes it never saw to its own classes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fedhet.engine.seeding import derive_seed
+
+if TYPE_CHECKING:
+    from fedhet.engine.augment import Augmenter
+    from fedhet.saved import SavedRun
+
+SETS = ("F_g(X1)", "F_1(X1)", "F_1(X2)")
+
+
+def local_model(saved: SavedRun, classes: int, steps: int, seed: int) -> nn.Module:
+    """F_1: a copy of the run's model after `steps` SGD steps on its training images of classes
+    0 … classes − 1 (shuffled epochs, seeded)."""
+    t = saved.run["training"]
+    x, y = saved.data.x_train, saved.data.y_train
+    keep = torch.nonzero(torch.as_tensor(y) < classes).flatten()
+    x, y = x[keep].to(saved.device), torch.as_tensor(y)[keep].to(saved.device)
+    model = copy.deepcopy(saved.model).train()
+    opt = torch.optim.SGD(model.parameters(), lr=t["lr"], momentum=t["momentum"],
+                          weight_decay=t["weight_decay"])
+    gen = torch.Generator().manual_seed(derive_seed(seed, "bias", "batches"))
+    torch.manual_seed(derive_seed(seed, "bias", "dropout"))  # dropout draws from the global one
+    batch = min(int(t["batch_size"]), len(y))
+    order = torch.empty(0, dtype=torch.long)
+    for _ in range(steps):
+        if len(order) < batch:
+            order = torch.cat([order, torch.randperm(len(y), generator=gen)])
+        idx, order = order[:batch].to(saved.device), order[batch:]
+        logits = model(saved.augmenter.test(x[idx]))[:, : saved.num_classes]
+        opt.zero_grad()
+        F.cross_entropy(logits, y[idx]).backward()
+        opt.step()
+    return model.eval()
+
+
+@torch.no_grad()
+def outputs(model: nn.Module, x: Tensor, augmenter: Augmenter, num_classes: int,
+            batch_size: int = 512) -> tuple[Tensor, Tensor]:
+    """Penultimate features [n, d] and softmax over the natural classes [n, C] of uint8 images."""
+    feats, probs = [], []
+    for start in range(0, len(x), batch_size):
+        z = model.features(augmenter.test(x[start:start + batch_size])).float()
+        feats.append(z)
+        probs.append(model.head(z)[:, :num_classes].softmax(1))
+    return torch.cat(feats), torch.cat(probs)
+
+
+def local_bias(saved: SavedRun, local_steps: int = 250, samples: int = 600,
+               seed: int = 0) -> dict[str, Any]:
+    """The numbers of Figs. 2-3 for the run `saved` (`fedhet.saved.open_run`): accuracies of
+    F_g and F_1 on X1 and X2, the share of X2 each assigns to X1's classes, F_1's softmax on the
+    first test image of the last class, the argmax histograms over X2, and t-SNE points of
+    `samples` features in all (a third per set)."""
+    from fedhet.analysis.tsne import tsne_frame
+
+    num_classes = saved.num_classes
+    half = num_classes // 2
+    local = local_model(saved, half, local_steps, seed)
+    x, y = saved.test_set()
+    first = y < half
+    z_g, p_g = outputs(saved.model, x, saved.augmenter, num_classes)
+    z_1, p_1 = outputs(local, x, saved.augmenter, num_classes)
+    pred_g, pred_1 = p_g.argmax(1), p_1.argmax(1)
+
+    def accuracy(pred: Tensor, where: Tensor) -> float:
+        return float((pred[where] == y[where]).float().mean())
+
+    def histogram(pred: Tensor) -> list[int]:
+        return torch.bincount(pred[~first], minlength=num_classes).tolist()
+
+    probe = int(torch.nonzero(y == num_classes - 1).flatten()[0])
+    gen = torch.Generator().manual_seed(derive_seed(seed, "bias", "tsne"))
+    per_set = max(1, samples // len(SETS))
+    pick = [ix[torch.randperm(len(ix), generator=gen)[:per_set]].to(x.device)
+            for ix in (torch.nonzero(first.cpu()).flatten(), torch.nonzero(~first.cpu()).flatten())]
+    parts = ((z_g, pick[0]), (z_1, pick[0]), (z_1, pick[1]))
+    frame = tsne_frame(torch.cat([z[ix] for z, ix in parts]),
+                       {"class": torch.cat([y[ix] for _, ix in parts]),
+                        "set": [s for s, (_, ix) in zip(SETS, parts, strict=True)
+                                for _ in range(len(ix))]},
+                       seed=seed, max_points=None)
+    t = saved.run["training"]
+    return {
+        "run": str(saved.dir),
+        "num_classes": num_classes,
+        "x1_classes": list(range(half)),
+        "local_steps": local_steps,
+        "lr": t["lr"],
+        "batch_size": t["batch_size"],
+        "seed": seed,
+        "x2_size": int((~first).sum()),
+        "accuracy": {"F_g": {"X1": accuracy(pred_g, first), "X2": accuracy(pred_g, ~first)},
+                     "F_1": {"X1": accuracy(pred_1, first), "X2": accuracy(pred_1, ~first)}},
+        "x2_predicted_in_x1": {"F_g": float((pred_g[~first] < half).float().mean()),
+                               "F_1": float((pred_1[~first] < half).float().mean())},
+        "probe": {"test_index": probe, "class": num_classes - 1,
+                  "F_1_softmax": p_1[probe].tolist(), "F_g_softmax": p_g[probe].tolist()},
+        "x2_argmax_histogram": {"F_1": histogram(pred_1), "F_g": histogram(pred_g)},
+        "tsne": {k: frame[k].tolist() for k in ("x", "y", "class", "set")},
+    }
+
+
+def draw(result: dict[str, Any], out: Path, title: str = "", note: str = "") -> None:
+    """The three panels (t-SNE, probe softmax, X2 argmax histogram) as one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="paper")
+    num_classes, half = result["num_classes"], len(result["x1_classes"])
+    classes = list(range(num_classes))
+    colors = ["C0" if c < half else "C3" for c in classes]
+    fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.2), width_ratios=(1.4, 1, 1))
+    frame = pd.DataFrame(result["tsne"])
+    sns.scatterplot(data=frame, x="x", y="y", hue="class", style="set", style_order=list(SETS),
+                    palette=sns.color_palette("tab10" if num_classes <= 10 else "husl",
+                                              num_classes),
+                    s=14, ax=axes[0])
+    axes[0].legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes[0].set(xticks=[], yticks=[], xlabel="", ylabel="")
+    axes[0].set_title("(a) t-SNE of penultimate features (test images)", fontsize=8)
+    probe = result["probe"]
+    axes[1].bar(classes, [100 * p for p in probe["F_1_softmax"]], color=colors)
+    axes[1].set(xlabel="class", ylabel="F_1 softmax (%)")
+    axes[1].set_title(f"(b) F_1 on a test image of class {probe['class']}", fontsize=8)
+    axes[2].bar(classes, result["x2_argmax_histogram"]["F_1"], color=colors)
+    axes[2].set(xlabel="predicted class", ylabel="X2 test images")
+    axes[2].set_title(f"(c) F_1's predictions on X2 ({result['x2_size']} images)", fontsize=8)
+    for ax in axes[1:]:
+        ax.set_xticks(classes if num_classes <= 20 else classes[::num_classes // 10])
+    share = result["x2_predicted_in_x1"]
+    acc = result["accuracy"]
+    text = (f"{note} F_1 = F_g after {result['local_steps']} SGD steps (lr {result['lr']}, batch "
+            f"{result['batch_size']}) on the training images of X1 = classes 0-{half - 1} "
+            f"(blue bars); X2 = the other classes (red). X2 images predicted as an X1 class: "
+            f"{100 * share['F_g']:.0f}% by F_g, {100 * share['F_1']:.0f}% by F_1. Accuracy "
+            f"X1 / X2: F_g {100 * acc['F_g']['X1']:.0f}% / {100 * acc['F_g']['X2']:.0f}%, "
+            f"F_1 {100 * acc['F_1']['X1']:.0f}% / {100 * acc['F_1']['X2']:.0f}%.").strip()
+    text = textwrap.fill(text, 200)
+    lines = text.count("\n") + 1
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.03 + 0.03 * lines, 1, 0.97))
+    fig.text(0.01, 0.01, text, fontsize=6, va="bottom")
+    fig.savefig(out, dpi=150)
+    plt.close(fig)
+
+
+def cmd_bias(args: argparse.Namespace) -> int:
+    """Write OUT/bias.json (the numbers) and OUT/bias.png (the three panels)."""
+    from threadpoolctl import threadpool_limits
+
+    from fedhet.saved import open_run
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    saved = open_run(args.run, device=args.device)
+    # small models and a 600-point t-SNE: extra threads only spin on a busy machine (10× slower)
+    with threadpool_limits(args.threads):
+        result = local_bias(saved, args.local_steps, args.samples, args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bias.json").write_text(json.dumps(result, indent=1) + "\n")
+    draw(result, out / "bias.png", args.title, args.note)
+    print(out / "bias.png")
+    return 0
+
+
+def add_subcommands(sub: Any) -> None:
+    p = sub.add_parser("bias", help="local learning bias of a run's model trained on half the "
+                                    "classes (FedBR Figs. 2-3: bias.json, bias.png)")
+    p.add_argument("--run", required=True, help="run directory (a centralized run's)")
+    p.add_argument("--out", required=True, help="directory for bias.json and bias.png")
+    p.add_argument("--local-steps", type=int, default=250,
+                   help="SGD steps on X1 (default 250: 5 rounds of FedBR's 50 steps, assumed)")
+    p.add_argument("--samples", type=int, default=600, help="t-SNE points in all")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, help="CPU threads (torch, t-SNE); default: all")
+    p.add_argument("--title", default="")
+    p.add_argument("--note", default="")
+    p.set_defaults(func=cmd_bias)
