@@ -2,8 +2,7 @@
 
 10 clients, client i's images rotated by 15·i degrees (0-135), FedBR's partition (one
 Dirichlet(0.1·p) over the classes per client, p the classes still unassigned; equal sizes), the
-paper's 4-layer CNN, batch 64, 50 local steps a round, every client every round, SGD without
-momentum; accuracy is the mean over the test set rotated by each of the 10 angles, and the table
+paper's 4-layer CNN, batch 64, every client every round, SGD without momentum; accuracy is the mean over the test set rotated by each of the 10 angles, and the table
 shows the mean of the 5 best evaluations (FedBR's "Acc").
 
 Budget (a CPU's, not the paper's 1000 rounds × 50 steps at lr 0.001 with the full-width CNN):
