@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from fedhet.algorithms.base import (
     ALGORITHMS,
@@ -16,6 +15,7 @@ from fedhet.algorithms.base import (
     StepOutput,
     weighted_average,
 )
+from fedhet.algorithms.losses import contrastive_loss
 
 ALGORITHMS.add("fedavg", Algorithm)
 
@@ -240,13 +240,8 @@ class Moon(Algorithm):
         with torch.no_grad():
             z_glob = self.global_model.module.features(out.inputs)
             z_prev = self.previous_model.module.features(out.inputs)
-        z = out.features
         tau = self.hp["temperature"]
-        logits = torch.stack(
-            [F.cosine_similarity(z, z_glob, dim=1), F.cosine_similarity(z, z_prev, dim=1)], 1
-        ) / tau
-        target = torch.zeros(z.shape[0], dtype=torch.long, device=z.device)
-        return self.hp["mu"] * F.cross_entropy(logits, target)
+        return self.hp["mu"] * contrastive_loss(out.features, z_glob, z_prev, tau, tau)
 
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
         self.prev_params[ctx.client] = update.params

@@ -29,14 +29,14 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.func import functional_call
 
-from fedhet.algorithms.base import ClientContext, StepOutput, task_loss
+from fedhet.algorithms.base import ClientContext, StepOutput, as_soft, task_loss
+from fedhet.algorithms.losses import contrastive_loss
 from fedhet.engine.seeding import generator
 from fedhet.engine.server import ServerView
-from fedhet.methods.fedbr.losses import contrastive_loss, projection_head, soft_cross_entropy
+from fedhet.methods.fedbr.losses import projection_head
 from fedhet.methods.fedbr.pseudo import Groups, mixture, rsm, uniform_labels
 from fedhet.plugins import PLUGINS, Plugin
 
@@ -132,10 +132,8 @@ class FedBR(Plugin):
         """This step's (x̃_p, ỹ_p): the round's D_p, mixed with the local batch (Eq. 4)."""
         if not self.mixes:
             return self.x_p, self.q_p
-        q_local = y.float() if y.is_floating_point() else F.one_hot(
-            y, self.server.num_classes).float()
-        return mixture(self.x_p, self.q_p, x, q_local[:, :self.server.num_classes],
-                       int(self.hp["mixture_k"]), self.gen)
+        q_local = as_soft(y, self.server.num_classes)[:, :self.server.num_classes]
+        return mixture(self.x_p, self.q_p, x, q_local, int(self.hp["mixture_k"]), self.gen)
 
     def global_features(self, x_p: Tensor) -> Tensor:
         """z_g = φ_g(x̃_p) from the received model (eval mode, no gradient); recomputed only
@@ -159,7 +157,7 @@ class FedBR(Plugin):
         x_p, q_p = self.pseudo_batch(x, y)
         z_p = model.features(x_p)
         if hp["lam"] > 0:  # Component 1 (Eq. 3)
-            loss = loss + hp["lam"] * soft_cross_entropy(model.head(z_p), q_p)
+            loss = loss + hp["lam"] * task_loss(model.head(z_p), q_p)
         if self.contrast:  # Component 2 (Eqs. 5-7)
             n = min(x_p.shape[0], x.shape[0])
             a, g, b = z_p[:n], self.global_features(x_p)[:n], z_x[:n]

@@ -29,23 +29,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from fedhet.algorithms.base import ClientUpdate
+from fedhet.algorithms.losses import distillation_loss
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.engine.server import ServerView
 from fedhet.plugins import PLUGINS, Plugin
-
-
-def distillation_loss(student_logits: Tensor, teacher_logits: Tensor,
-                      temperature: float = 1.0) -> Tensor:
-    """KL(p_teacher ‖ p_student) at temperature T, times T² (mean over the batch)."""
-    t = temperature
-    log_p = F.log_softmax(student_logits.float() / t, dim=1)
-    q = F.softmax(teacher_logits.float() / t, dim=1)
-    return F.kl_div(log_p, q, reduction="batchmean") * (t * t)
 
 
 @PLUGINS.register("feddf")

@@ -18,10 +18,10 @@ FedBR's code differs (not reproduced): it averages the KL terms over all N·(C�
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from fedhet.algorithms.base import ClientContext, StepOutput, hard_labels
+from fedhet.algorithms.losses import distillation_loss
 from fedhet.engine.server import ServerView
 from fedhet.plugins import PLUGINS, Plugin
 
@@ -34,10 +34,9 @@ def not_true(logits: Tensor, labels: Tensor) -> Tensor:
 
 
 def ntd_loss(local: Tensor, global_: Tensor, labels: Tensor, tau: float) -> Tensor:
-    """τ² · KL(softmax(g̃/τ) ‖ softmax(l̃/τ)), batch mean (FedNTD's L_NTD)."""
-    log_p = F.log_softmax(not_true(local.float(), labels) / tau, dim=1)
-    q = F.softmax(not_true(global_.float(), labels) / tau, dim=1)
-    return F.kl_div(log_p, q, reduction="batchmean") * (tau * tau)
+    """τ² · KL(softmax(g̃/τ) ‖ softmax(l̃/τ)), batch mean (FedNTD's L_NTD): distillation
+    from the global model over the not-true classes."""
+    return distillation_loss(not_true(local, labels), not_true(global_, labels), tau)
 
 
 @PLUGINS.register("fedntd")
