@@ -340,8 +340,7 @@ class Federation:
         model = _nbytes([self.global_.params, self.global_.buffers])
         if self.modules_global is not None:
             model += _nbytes([self.modules_global.params, self.modules_global.buffers])
-        broadcast = model + _nbytes(self.algorithm.broadcast_tensors())
-        broadcast += sum(_nbytes(p.broadcast_tensors()) for p in self.plugins)
+        broadcast = model + _nbytes(self.extra_broadcast())
         up = 0
         for u in updates:
             up += _nbytes(self.algorithm.upload_tensors(u))
@@ -349,12 +348,15 @@ class Federation:
             up += sum(_nbytes(p.upload_tensors(u)) for p in self.plugins)
         return broadcast * len(updates), up
 
+    def extra_broadcast(self) -> list[torch.Tensor]:
+        """What the algorithm and the plug-ins send each sampled client besides the model."""
+        return [*self.algorithm.broadcast_tensors(),
+                *(t for p in self.plugins for t in p.broadcast_tensors())]
+
     def communicated_params(self) -> int:
         """Parameters sent to each sampled client a round: the model's, the plug-ins' modules'
         and what the algorithm and the plug-ins send besides (FedBR Table 7's count)."""
-        extra = [*self.algorithm.broadcast_tensors(),
-                 *(t for p in self.plugins for t in p.broadcast_tensors())]
-        n = self.global_.params.numel() + sum(t.numel() for t in extra)
+        n = self.global_.params.numel() + sum(t.numel() for t in self.extra_broadcast())
         if self.modules_global is not None:
             n += self.modules_global.params.numel()
         return n
@@ -391,12 +393,7 @@ class Federation:
             scores = {}
             for u in updates:
                 self.work.load(u.params, u.buffers)
-                if self.test_rotations:
-                    scores[str(u.client)] = self.evaluate_rotated(self.work.module, batch_size)[:2]
-                else:
-                    scores[str(u.client)] = evaluate_model(
-                        self.work.module, self.x_test, self.y_test, self.augmenter,
-                        batch_size, self.autocast, logit_map)
+                scores[str(u.client)] = self.score(self.work.module, batch_size)
             more["client_acc"] = {k: a for k, (a, _) in scores.items()}
             # the local models' mean accuracy (FedBR Table 6)
             more["local_test_acc"] = sum(a for a, _ in scores.values()) / len(scores)
@@ -404,6 +401,14 @@ class Federation:
                 acc = more["local_test_acc"]
                 loss = sum(l for _, l in scores.values()) / len(scores)
         return acc, loss, more
+
+    def score(self, model: torch.nn.Module, batch_size: int) -> tuple[float, float]:
+        """Test accuracy and mean loss of `model`: over the rotated copies of the test set with
+        `eval.rotations`, else over the test set."""
+        if self.test_rotations:
+            return self.evaluate_rotated(model, batch_size)[:2]
+        return evaluate_model(model, self.x_test, self.y_test, self.augmenter, batch_size,
+                              self.autocast, self.server.logit_map)
 
     def evaluate_rotated(self, model: torch.nn.Module,
                          batch_size: int) -> tuple[float, float, dict[str, float]]:

@@ -44,7 +44,7 @@ def load_run(run_dir: str | Path) -> RunResult:
 
 
 def _pct(x: Any) -> float:
-    return NAN if is_nan(x) else 100.0 * float(x)
+    return _scaled(x, 100.0)
 
 
 def load_calibration(path: str | Path) -> RunResult:
