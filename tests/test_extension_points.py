@@ -22,16 +22,7 @@ from fedhet.models import MODELS, build_model
 from fedhet.plugins import PLUGINS, Plugin
 from fedhet.saved import open_run
 from fedhet.train import client_partition, train
-
-BASE = {
-    "seed": 1,
-    "dataset": {"name": "digits10", "options": {"train_per_class": 12, "test_per_class": 3}},
-    "model": {"name": "cnn4", "width": 0.25},
-    "partition": {"num_clients": 4, "min_size": 2},
-    "training": {"rounds": 2, "clients_per_round": 2, "batch_size": 8, "local_steps": 3,
-                 "lr": 0.05},
-    "runtime": {"device": "cpu"},
-}
+from tiny_runs import BASE, federation_of, tiny_run
 
 
 @pytest.fixture
@@ -50,15 +41,10 @@ def toy(monkeypatch):
 
 
 def federation(tmp_path, plugins=(), **training):
-    run = copy.deepcopy(BASE)
+    run = tiny_run(tmp_path / "data", tmp_path / "parts")
     run["training"].update(training)
-    run["dataset"]["root"] = str(tmp_path / "data")
-    run["partition"]["root"] = str(tmp_path / "parts")
     run["plugins"] = [{"name": p} for p in plugins]
-    run = resolve_run(run)
-    data = load_dataset(run["dataset"]["name"], run["dataset"]["root"], run["dataset"]["options"])
-    indices, angles = client_partition(run, data)
-    return Federation(run, data, indices, torch.device("cpu"), angles)
+    return federation_of(run)
 
 
 def test_plugins_see_a_narrow_server_view(tmp_path, toy):

@@ -3,7 +3,6 @@ composition with other plug-ins, and whole runs (null plug-in, resume, rotated t
 
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
@@ -12,31 +11,21 @@ import torch.nn.functional as F
 
 from fedhet.algorithms.base import task_loss
 from fedhet.algorithms.losses import contrastive_loss
-from fedhet.data import load_dataset
-from fedhet.engine.federation import Federation
 from fedhet.methods.fedbr.pseudo import Groups, mixture, rsm, uniform_labels
-from fedhet.train import client_partition, train
+from fedhet.train import train
 from run_outputs import run_outputs
-from test_extension_points import BASE
+from tiny_runs import federation_of, tiny_run
 
 
 def run_of(tmp_path, fedbr: dict | None = None, **over) -> dict:
-    run = copy.deepcopy(BASE)
-    run["dataset"]["root"] = str(tmp_path / "data")
-    run["partition"]["root"] = str(tmp_path / "parts")
+    run = tiny_run(tmp_path / "data", tmp_path / "parts")
     run["plugins"] = [] if fedbr is None else [{"name": "fedbr", "params": fedbr}]
     for key, value in over.items():
         run[key] = {**run.get(key, {}), **value} if isinstance(value, dict) else value
     return run
 
 
-def federation(run: dict) -> Federation:
-    from fedhet.config import resolve_run
-
-    run = resolve_run(run)
-    data = load_dataset(run["dataset"]["name"], run["dataset"]["root"], run["dataset"]["options"])
-    indices, angles = client_partition(run, data)
-    return Federation(run, data, indices, torch.device("cpu"), angles)
+federation = federation_of
 
 
 # ----------------------------------------------------------------------------- losses

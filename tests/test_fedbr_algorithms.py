@@ -3,7 +3,6 @@ equations, with hand-checked numbers on tiny flat vectors, and in short real run
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 import math
@@ -13,22 +12,11 @@ import torch
 
 from fedhet import catalog
 from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput, weighted_average
-from fedhet.config import resolve_run
-from fedhet.data import load_dataset
 from fedhet.engine.federation import Federation
-from fedhet.train import client_partition, train
+from fedhet.train import train
+from tiny_runs import federation_of, tiny_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-BASE = {
-    "seed": 1,
-    "dataset": {"name": "digits10", "options": {"train_per_class": 12, "test_per_class": 3}},
-    "model": {"name": "cnn4", "width": 0.25},
-    "partition": {"num_clients": 4, "min_size": 2},
-    "training": {"rounds": 2, "clients_per_round": 2, "batch_size": 8, "local_steps": 3,
-                 "lr": 0.05},
-    "runtime": {"device": "cpu"},
-}
 
 
 def t(*values: float) -> torch.Tensor:
@@ -64,22 +52,17 @@ def roundtrip(state):
     return torch.load(buf, weights_only=True)
 
 
-def tiny_run(tmp_path, algorithm: str, **params) -> dict:
-    run = copy.deepcopy(BASE)
+def algorithm_run(tmp_path, algorithm: str, **params) -> dict:
+    run = tiny_run(tmp_path / "data", tmp_path / "parts")
     run["algorithm"] = {"name": algorithm, "params": params}
-    run["dataset"]["root"] = str(tmp_path / "data")
-    run["partition"]["root"] = str(tmp_path / "parts")
     return run
 
 
 def federation(tmp_path, algorithm: str, run_over: dict | None = None, **params) -> Federation:
-    run = tiny_run(tmp_path, algorithm, **params)
+    run = algorithm_run(tmp_path, algorithm, **params)
     for section, values in (run_over or {}).items():
         run.setdefault(section, {}).update(values)
-    run = resolve_run(run)
-    data = load_dataset(run["dataset"]["name"], run["dataset"]["root"], run["dataset"]["options"])
-    indices, angles = client_partition(run, data)
-    return Federation(run, data, indices, torch.device("cpu"), angles)
+    return federation_of(run)
 
 
 # ----------------------------------------------------------------------------------- FedCM
@@ -279,7 +262,7 @@ def test_local_federation_keeps_one_model_per_client(tmp_path):
     ("local", {}),
 ])
 def test_a_run_finishes_and_resumes_bit_identically(tmp_path, name, params):
-    run = tiny_run(tmp_path, name, **params)
+    run = algorithm_run(tmp_path, name, **params)
     run["eval"] = {"client_models": True}
     # rounds 1 and 2 share client 0 (seed 1), so round 2 reads the state round 1 left
     final = train(run, tmp_path / "whole", log=lambda m: None)

@@ -17,16 +17,15 @@ from torch import nn
 from fedhet.algorithms.base import StepOutput, as_soft
 from fedhet.catalog import plugins_of
 from fedhet.config import resolve_run
-from fedhet.data import load_dataset
-from fedhet.engine.federation import Federation
 from fedhet.engine.seeding import derive_seed
 from fedhet.methods.dann.plugin import reverse_gradient
 from fedhet.methods.feddecorr.plugin import decorrelation_fedbr, decorrelation_official
 from fedhet.methods.fedmix.plugin import fedmix_loss
 from fedhet.methods.fedntd.plugin import ntd_loss
 from fedhet.saved import open_run
-from fedhet.train import client_partition, train
+from fedhet.train import train
 from run_outputs import run_outputs
+from tiny_runs import federation_of, tiny_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 CPU = torch.device("cpu")
@@ -357,30 +356,20 @@ def roots(tmp_path_factory):
             "fedavg": base / "fedavg"}
 
 
-def tiny_run(roots, plugins=(), rounds=2):
-    return {
-        "seed": 1,
-        "dataset": {"name": "digits10", "root": roots["data"],
-                    "options": {"train_per_class": 12, "test_per_class": 3}},
-        "model": {"name": "cnn4", "width": 0.25},
-        "partition": {"num_clients": 4, "min_size": 2, "root": roots["parts"]},
-        "training": {"rounds": rounds, "clients_per_round": 2, "batch_size": 8,
-                     "local_steps": 3, "lr": 0.05},
-        "runtime": {"device": "cpu"},
-        "plugins": list(plugins),
-    }
+def plugin_run(roots, plugins=(), rounds=2):
+    run = tiny_run(roots["data"], roots["parts"])
+    run["training"]["rounds"] = rounds
+    run["plugins"] = list(plugins)
+    return run
 
 
 def federation(roots, plugins):
-    run = resolve_run(tiny_run(roots, plugins))
-    data = load_dataset(run["dataset"]["name"], run["dataset"]["root"], run["dataset"]["options"])
-    indices, angles = client_partition(run, data)
-    return Federation(run, data, indices, CPU, angles)
+    return federation_of(plugin_run(roots, plugins))
 
 
 @pytest.fixture(scope="module")
 def fedavg(roots):
-    train(tiny_run(roots), roots["fedavg"], log=lambda m: None)
+    train(plugin_run(roots), roots["fedavg"], log=lambda m: None)
     return run_outputs(roots["fedavg"])
 
 
@@ -391,7 +380,7 @@ def quiet_train(run, out, *args, **kwargs):
 @pytest.mark.parametrize("name, off", [("fedmix", {"lam": 0.0}), ("fedntd", {"beta": 0.0}),
                                        ("feddecorr", {"beta": 0.0})])
 def test_an_off_plugin_equals_the_fedavg_run(roots, tmp_path, fedavg, name, off):
-    quiet_train(tiny_run(roots, [{"name": name, "params": off}]), tmp_path)
+    quiet_train(plugin_run(roots, [{"name": name, "params": off}]), tmp_path)
     rows, model = run_outputs(tmp_path)
     assert rows == fedavg[0]
     assert model.keys() == fedavg[1].keys()
@@ -400,7 +389,7 @@ def test_an_off_plugin_equals_the_fedavg_run(roots, tmp_path, fedavg, name, off)
 
 def test_dann_without_reversal_trains_the_fedavg_model(roots, tmp_path, fedavg):
     """λ_d = 0: D trains (its loss is in train_loss, its bytes are sent), the model is FedAvg's."""
-    quiet_train(tiny_run(roots, [{"name": "dann", "params": {"lam": 0.0}}]), tmp_path)
+    quiet_train(plugin_run(roots, [{"name": "dann", "params": {"lam": 0.0}}]), tmp_path)
     rows, model = run_outputs(tmp_path)
     base_rows, base_model = fedavg
     assert all(torch.equal(model[k], base_model[k]) for k in base_model)
@@ -413,7 +402,7 @@ def test_dann_without_reversal_trains_the_fedavg_model(roots, tmp_path, fedavg):
 
 @pytest.mark.parametrize("name", ["mixup", "fedmix", "fedntd", "feddecorr", "dann"])
 def test_a_run_trains_changes_the_model_and_resumes_bit_for_bit(roots, tmp_path, fedavg, name):
-    run = tiny_run(roots, [{"name": name}])
+    run = plugin_run(roots, [{"name": name}])
     whole = quiet_train(run, tmp_path / "whole")
     assert whole["status"] == "completed"
     rows, model = run_outputs(tmp_path / "whole")
