@@ -59,15 +59,13 @@ def local_model(saved: SavedRun, classes: int, steps: int, seed: int) -> nn.Modu
 
 
 @torch.no_grad()
-def outputs(model: nn.Module, x: Tensor, augmenter: Augmenter, num_classes: int,
-            batch_size: int = 512) -> tuple[Tensor, Tensor]:
+def outputs(model: nn.Module, x: Tensor, augmenter: Augmenter,
+            num_classes: int) -> tuple[Tensor, Tensor]:
     """Penultimate features [n, d] and softmax over the natural classes [n, C] of uint8 images."""
-    feats, probs = [], []
-    for start in range(0, len(x), batch_size):
-        z = model.features(augmenter.test(x[start:start + batch_size])).float()
-        feats.append(z)
-        probs.append(model.head(z)[:, :num_classes].softmax(1))
-    return torch.cat(feats), torch.cat(probs)
+    from fedhet.posthoc.ccvr import extract_features
+
+    z = extract_features(model, x, augmenter)
+    return z, model.head(z)[:, :num_classes].softmax(1)
 
 
 def local_bias(saved: SavedRun, local_steps: int = 250, samples: int = 600,
