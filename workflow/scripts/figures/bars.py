@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from fedhet.figures.footnote import add_footnote  # noqa: E402
+
 # figure metric → final.json key (fractions, drawn in %)
 FINAL_KEYS = {
     "top5_acc": "top5_mean_acc",
@@ -102,12 +104,7 @@ def main(sm) -> None:
     notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
     if missing:
         notes.append("not shown: " + "; ".join(missing))
-    text = "\n".join(textwrap.fill(n, int(130 * width / 6.4)) for n in notes)
-    lines = text.count("\n") + 1
-    height = 4.2 + 0.12 * lines
-    fig.set_size_inches(width, height)
-    fig.tight_layout(rect=(0, 0.03 + 0.12 * lines / height, 1, 1))
-    fig.text(0.01, 0.01, text, fontsize=6, va="bottom")
+    add_footnote(fig, notes, width)
     fig.savefig(sm.output[0], dpi=150)
     print(f"{len(df)} runs, {len(missing)} not shown", file=sys.stderr)
 

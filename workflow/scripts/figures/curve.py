@@ -3,7 +3,6 @@ logs (Snakemake script; pandas + seaborn, Agg backend)."""
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -13,6 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from fedhet.figures.footnote import add_footnote  # noqa: E402
 
 PERCENT = {"test_acc"}
 
@@ -102,11 +103,7 @@ def main(sm) -> None:
         notes.append(" ".join(spec["note"].split()))
     if pending:
         notes.append("not shown (pending): " + "; ".join(pending))
-    text = "\n".join(textwrap.fill(n, int(130 * width / 6.4)) for n in notes)
-    lines = text.count("\n") + 1
-    fig.set_size_inches(width, 4.2 + 0.12 * lines)
-    fig.tight_layout(rect=(0, 0.03 + 0.12 * lines / (4.2 + 0.12 * lines), 1, 1))
-    fig.text(0.01, 0.01, text, fontsize=6, va="bottom")
+    add_footnote(fig, notes, width)
     fig.savefig(sm.output[0], dpi=150)
     print(f"{len(df)} points, {len(pending)} pending", file=sys.stderr)
 
