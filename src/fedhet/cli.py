@@ -213,12 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fedhet.virtual.cli import add_subcommands as add_virtual_subcommands
 
     add_virtual_subcommands(sub)
-    from fedhet.analysis.inversion import add_subcommands as add_inversion_subcommands
+    from fedhet.analysis.cli import add_subcommands as add_analysis_subcommands
 
-    add_inversion_subcommands(sub)
-    from fedhet.analysis.bias import add_subcommands as add_bias_subcommands
-
-    add_bias_subcommands(sub)
+    add_analysis_subcommands(sub)
     return parser
 
 

@@ -189,19 +189,3 @@ def cmd_bias(args: argparse.Namespace) -> int:
     draw(result, out / "bias.png", args.title, args.note)
     print(out / "bias.png")
     return 0
-
-
-def add_subcommands(sub: Any) -> None:
-    p = sub.add_parser("bias", help="local learning bias of a run's model trained on half the "
-                                    "classes (FedBR Figs. 2-3: bias.json, bias.png)")
-    p.add_argument("--run", required=True, help="run directory (a centralized run's)")
-    p.add_argument("--out", required=True, help="directory for bias.json and bias.png")
-    p.add_argument("--local-steps", type=int, default=250,
-                   help="SGD steps on X1 (default 250: 5 rounds of FedBR's 50 steps, assumed)")
-    p.add_argument("--samples", type=int, default=600, help="t-SNE points in all")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, help="CPU threads (torch, t-SNE); default: all")
-    p.add_argument("--title", default="")
-    p.add_argument("--note", default="")
-    p.set_defaults(func=cmd_bias)

@@ -16,7 +16,6 @@ import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -127,23 +126,3 @@ def cmd_invert(args: argparse.Namespace) -> int:
         Path(args.errors).write_text(json.dumps(errors, indent=1) + "\n")
     print(args.out)
     return 0
-
-
-def add_subcommands(sub: Any) -> None:
-    p = sub.add_parser("invert", help="model inversion from a run's split features and shared "
-                                      "class statistics (PNG)")
-    p.add_argument("--run", required=True, help="run directory")
-    p.add_argument("--statistics", required=True,
-                   help="class statistics (.pt with mu [C, D], split, shape), e.g. "
-                        "plugins/fedimpro/shared_statistics.pt of a FedImpro run")
-    p.add_argument("--out", required=True, help="PNG to write")
-    p.add_argument("--errors", help="JSON of the final relative feature errors")
-    p.add_argument("--classes", type=int, default=10, help="images shown (one per class)")
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--tv", type=float, default=0.01, help="total-variation weight (assumed)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--title", default="")
-    p.add_argument("--note", default="")
-    p.set_defaults(func=cmd_invert)

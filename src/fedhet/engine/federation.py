@@ -30,7 +30,13 @@ from fedhet.engine.augment import Augmenter
 from fedhet.engine.divergence import (
     group_divergence, layer_groups, segment_sq_norms, stage_groups,
 )
-from fedhet.engine.evaluation import evaluate_groups, evaluate_model
+from fedhet.engine.evaluation import (
+    KEEP_BYTES,
+    PreparedTestSet,
+    evaluate_inputs,
+    evaluate_model,
+    exact_slice,
+)
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.engine.server import ClientData, ServerView
@@ -130,6 +136,8 @@ class Federation:
         if mode == "auto":
             mode = "crop_flip" if channels == 3 else "none"
         self.augmenter = Augmenter(mode, data.mean, data.std, size, device)
+        self._test_inputs: dict[tuple[int, float | None], PreparedTestSet] = {}
+        self._eval_slice: dict[int, int | None] = {}  # by evaluation batch size
 
         algo = run["algorithm"]
         self.algorithm = implementation(algo["name"])(algo["params"], self.num_clients, t["momentum"])
@@ -374,9 +382,10 @@ class Federation:
             acc, loss, more["rotation_acc"] = self.evaluate_rotated(model, batch_size)
             per_domain = {}
         else:
-            acc, loss, per_domain = evaluate_groups(model, self.x_test, self.y_test,
-                                                    self.augmenter, batch_size, self.autocast,
-                                                    logit_map, groups=self.domains_scored)
+            acc, loss, per_domain = evaluate_inputs(model, self.test_inputs(batch_size),
+                                                    self.autocast, logit_map,
+                                                    groups=self.domains_scored,
+                                                    slice_size=self.eval_slice(batch_size))
         if per_domain:
             names = self.domain_names or ()
             more["domain_acc"] = {(names[d] if d < len(names) else str(d)): a
@@ -407,8 +416,9 @@ class Federation:
         `eval.rotations`, else over the test set."""
         if self.test_rotations:
             return self.evaluate_rotated(model, batch_size)[:2]
-        return evaluate_model(model, self.x_test, self.y_test, self.augmenter, batch_size,
-                              self.autocast, self.server.logit_map)
+        return evaluate_inputs(model, self.test_inputs(batch_size), self.autocast,
+                               self.server.logit_map,
+                               slice_size=self.eval_slice(batch_size))[:2]
 
     def evaluate_rotated(self, model: torch.nn.Module,
                          batch_size: int) -> tuple[float, float, dict[str, float]]:
@@ -417,13 +427,34 @@ class Federation:
         per angle."""
         accs, losses = {}, []
         for angle in self.test_rotations:
-            angles = torch.full((self.y_test.numel(),), float(angle), device=self.device)
-            acc, loss = evaluate_model(model, self.x_test, self.y_test, self.augmenter,
-                                       batch_size, self.autocast, self.server.logit_map,
-                                       angles=angles)
+            acc, loss, _ = evaluate_inputs(model, self.test_inputs(batch_size, angle),
+                                           self.autocast, self.server.logit_map,
+                                           slice_size=self.eval_slice(batch_size))
             accs[f"{angle:g}"] = acc
             losses.append(loss)
         return sum(accs.values()) / len(accs), sum(losses) / len(losses), accs
+
+    def test_inputs(self, batch_size: int, angle: float | None = None) -> PreparedTestSet:
+        """The test set (rotated by `angle` degrees) prepared for evaluation batches of
+        `batch_size`: prepared once for the run when all its copies (one per angle of
+        `eval.rotations`) fit `KEEP_BYTES`, else on every pass."""
+        key = (int(batch_size), angle)
+        if key not in self._test_inputs:
+            copies = 1 + len(self.test_rotations)  # the upright set decides `eval_slice`
+            keep = copies * PreparedTestSet.float_bytes(self.x_test, self.augmenter) <= KEEP_BYTES
+            angles = None if angle is None else torch.full(
+                (self.y_test.numel(),), float(angle), device=self.device)
+            self._test_inputs[key] = PreparedTestSet(self.x_test, self.y_test, self.augmenter,
+                                                batch_size, angles, keep)
+        return self._test_inputs[key]
+
+    def eval_slice(self, batch_size: int) -> int | None:
+        """The slice size of the evaluation forward passes: decided once per run by
+        `exact_slice` on the model and the test set (None: whole batches)."""
+        if batch_size not in self._eval_slice:
+            self._eval_slice[batch_size] = exact_slice(
+                self.global_.module, self.test_inputs(batch_size), self.autocast)
+        return self._eval_slice[batch_size]
 
     def global_head_norms(self) -> torch.Tensor:
         off, numel, shape = self.head_weight
