@@ -248,3 +248,13 @@ def test_stage_and_layer_divergence_group_the_parameters_of_the_model():
     assert by_stage["layer2"].item() == pytest.approx(expected)
     assert sum(v.item() for v in by_layer.values()) == pytest.approx(expected)
     assert by_stage["layer1"].item() == 0 and by_stage["head"].item() == 0
+
+
+def test_seed_global_seeds_the_cpu_generator_as_torch_manual_seed_does():
+    from fedhet.engine.seeding import derive_seed, seed_global
+
+    torch.manual_seed(derive_seed(3, "client", 1, 2))
+    expected = torch.rand(5)
+    torch.rand(7)  # move the state on
+    seed_global(torch.device("cpu"), 3, "client", 1, 2)
+    assert torch.equal(torch.rand(5), expected)

@@ -38,7 +38,7 @@ from fedhet.engine.evaluation import (
     exact_slice,
 )
 from fedhet.engine.flat import FlatModel
-from fedhet.engine.seeding import derive_seed, generator
+from fedhet.engine.seeding import derive_seed, generator, seed_global
 from fedhet.engine.server import ClientData, ServerView
 from fedhet.engine.sgd import sgd_step
 from fedhet.models import build_model
@@ -229,7 +229,7 @@ class Federation:
         work = self.work
         work.load(self.global_.params, self.global_.buffers)
         work.module.train()
-        torch.manual_seed(derive_seed(self.seed, "client", round, client))  # dropout etc.
+        seed_global(self.device, self.seed, "client", round, client)  # dropout etc.
         gen = generator(self.device, self.seed, "batches", round, client)
         data = self.client_data(client, round)
         n = data.size
