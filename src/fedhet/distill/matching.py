@@ -1,0 +1,117 @@
+"""FedLGD's distillation: initial virtual images from class statistics, distribution matching
+(DM, FedLGD Eq. 2) of a client's virtual images against its real ones, and federated gradient
+matching (GM, Eq. 5) of the server's global virtual images against the clients' averaged update.
+
+Images are float tensors in the model's normalised input space, class-major
+(`y = [0]*ipc + [1]*ipc + ...`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fedhet.distill import dsa
+
+
+def class_statistics(x: Tensor, y: Tensor, num_classes: int,
+                     divide_by: str = "class") -> tuple[Tensor, Tensor, Tensor]:
+    """Per class c and channel j, the mean μ and standard deviation σ of the pixels of the
+    (normalised) images of class c: `(mu [C, ch], sigma [C, ch], counts [C])`.
+
+    `divide_by="client"` reproduces the authors' code, which divides both moments by the
+    client's total pixel count N·H·W instead of the class's n_c·H·W (μ shrinks by n_c/N)."""
+    if divide_by not in ("class", "client"):
+        raise ValueError(f"divide_by must be 'class' or 'client', got {divide_by!r}")
+    ch = x.shape[1]
+    x = x.double()
+    counts = torch.bincount(y, minlength=num_classes)
+    pixel_sum = torch.zeros(num_classes, ch, dtype=torch.float64, device=x.device)
+    square_sum = torch.zeros_like(pixel_sum)
+    pixel_sum.index_add_(0, y, x.sum(dim=(2, 3)))
+    square_sum.index_add_(0, y, (x * x).sum(dim=(2, 3)))
+    per_image = x.shape[2] * x.shape[3]
+    if divide_by == "class":
+        pixels = (counts * per_image).clamp(min=1).double()[:, None]
+    else:
+        pixels = torch.full_like(pixel_sum, float(max(len(y), 1) * per_image))
+    mu = pixel_sum / pixels
+    sigma = (square_sum / pixels - mu * mu).clamp(min=0).sqrt()
+    return mu.float(), sigma.float(), counts
+
+
+def images_from_statistics(mu: Tensor, sigma: Tensor, ipc: int, size: int,
+                           gen: torch.Generator) -> tuple[Tensor, Tensor]:
+    """`ipc` images per class whose every pixel of channel j is drawn from N(μ_cj, σ_cj)
+    (FedLGD's initialisation), class-major, with their labels."""
+    num_classes, ch = mu.shape
+    noise = torch.randn(num_classes, ipc, ch, size, size, generator=gen, device=mu.device)
+    x = noise * sigma[:, None, :, None, None] + mu[:, None, :, None, None]
+    y = torch.arange(num_classes, device=mu.device).repeat_interleave(ipc)
+    return x.reshape(num_classes * ipc, ch, size, size), y
+
+
+def dm_loss(embed: Callable[[Tensor], Tensor], real: list[Tensor], synthetic: list[Tensor],
+            draws: list[dsa.Draw | None]) -> Tensor:
+    """Eq. 2: Σ_c ‖mean ψ(A(real_c)) − mean ψ(A(syn_c))‖², one Siamese draw A per class (None:
+    no augmentation); ψ(real) is detached. Classes with no real images are skipped."""
+    total = None
+    for real_c, syn_c, d in zip(real, synthetic, draws):
+        if len(real_c) == 0 or len(syn_c) == 0:
+            continue
+        if d is not None:
+            real_c, syn_c = dsa.augment(real_c, d), dsa.augment(syn_c, d)
+        with torch.no_grad():
+            target = embed(real_c).flatten(1).mean(0)
+        gap = ((target - embed(syn_c).flatten(1).mean(0)) ** 2).sum()
+        total = gap if total is None else total + gap
+    if total is None:
+        raise ValueError("distribution matching needs at least one class with real images")
+    return total
+
+
+def gm_distance(synthetic: list[Tensor], target: list[Tensor]) -> Tensor:
+    """Eq. 5's distance (the 'ours' distance of gradient matching): for every parameter tensor
+    with two or more dimensions, reshaped to rows [out, rest], Σ_rows (1 − cos(g_s, g_r)) with
+    1e-6 added to the product of the norms; 1-D tensors (biases, norm weights) add nothing."""
+    total = synthetic[0].new_zeros(())
+    for gs, gr in zip(synthetic, target):
+        if gs.dim() < 2:
+            continue
+        gs, gr = gs.reshape(gs.shape[0], -1), gr.reshape(gr.shape[0], -1)
+        cos = (gs * gr).sum(-1) / (gs.norm(dim=-1) * gr.norm(dim=-1) + 1e-6)
+        total = total + (1 - cos).sum()
+    return total
+
+
+def update_target(before: list[Tensor], after: list[Tensor], lr: float) -> list[Tensor]:
+    """GM's target: the clients' averaged update as a gradient, (w_old − w_new) / η."""
+    return [(b - a) / lr for b, a in zip(before, after)]
+
+
+def synthetic_gradient(model: nn.Module, x: Tensor, y: Tensor) -> list[Tensor]:
+    """∇_w CE(f_w(x), y) on the whole set as one batch, differentiable in x (create_graph)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    loss = F.cross_entropy(model(x), y)
+    return list(torch.autograd.grad(loss, params, create_graph=True))
+
+
+def match(images: Tensor, loss_of: Callable[[Tensor, int], Tensor], steps: int,
+          lr: float = 1.0, momentum: float = 0.5) -> tuple[Tensor, list[float]]:
+    """`steps` SGD steps (a fresh optimiser: lr, momentum) on a copy of `images` minimising
+    `loss_of(images, step)`; the images and the loss of every step. Only the images move: the
+    gradient is taken with respect to them alone, so no model's `.grad` is touched."""
+    x = images.detach().clone().requires_grad_(True)
+    velocity = torch.zeros_like(x)
+    losses = []
+    for step in range(steps):
+        loss = loss_of(x, step)
+        (grad,) = torch.autograd.grad(loss, [x])
+        with torch.no_grad():
+            velocity.mul_(momentum).add_(grad)  # torch.optim.SGD's momentum (dampening 0)
+            x.sub_(lr * velocity)
+        losses.append(float(loss.detach()))
+    return x.detach(), losses
