@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fedhet.virtual.cli import add_subcommands as add_virtual_subcommands
 
     add_virtual_subcommands(sub)
+    from fedhet.distill.cli import add_subcommands as add_distill_subcommands
+
+    add_distill_subcommands(sub)
     from fedhet.analysis.cli import add_subcommands as add_analysis_subcommands
 
     add_analysis_subcommands(sub)
