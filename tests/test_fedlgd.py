@@ -95,3 +95,89 @@ def test_clients_never_train_on_raw_images(tmp_path):
 def test_a_run_on_distilled_data_trains_and_records_the_artefact(tmp_path):
     final = train(distilled_run(tmp_path), tmp_path / "out", log=lambda m: None)
     assert final["status"] == "completed" and math.isfinite(final["last_acc"])
+
+
+# ----------------------------------------------------------------------------- FedLGD itself
+
+
+def fedlgd_run(tmp_path, **params) -> dict:
+    run = distilled_run(tmp_path)
+    run["plugins"] = [{"name": "fedlgd", "params": {
+        **FAST, "distill_every": 2, "distill_times": 3, "local_steps": 2, "server_steps": 3,
+        **params}}]
+    return run
+
+
+def test_the_schedule_distils_at_the_rounds_of_tau(tmp_path):
+    from fedhet.methods.fedlgd.plugin import selected_rounds
+
+    assert selected_rounds(2, 3) == {1, 3, 5, 7}
+    assert selected_rounds(5, 10) == {1 + 5 * i for i in range(11)}
+    run = fedlgd_run(tmp_path)
+    run["training"] = {**run["training"], "rounds": 12}
+    fed = federation_of(run)
+    plugin = fed.plugins[0]
+    start = [x.clone() for x in plugin.x]
+    seen_gm, seen_dm = [], {}
+    for r in range(1, 13):
+        before_global = plugin.global_x.clone()
+        before_local = [x.clone() for x in plugin.x]
+        result = fed.run_round(r)
+        clients = {u.client for u in result.updates}
+        if not torch.equal(before_global, plugin.global_x):
+            seen_gm.append(r)
+        changed = {k for k in range(4) if not torch.equal(before_local[k], plugin.x[k])}
+        if changed:
+            seen_dm[r] = changed
+            assert changed <= clients  # only the round's clients re-distil
+    assert seen_gm == [1, 3, 5, 7]
+    assert sorted(seen_dm) == [3, 5, 7]
+    assert any(not torch.equal(a, b) for a, b in zip(start, plugin.x))
+
+
+def test_lambda_zero_is_the_distilled_baseline_on_local_and_global_data(tmp_path):
+    run = fedlgd_run(tmp_path, **{"lambda": 0.0, "server_steps": 0, "local_steps": 0})
+    fed = federation_of(run)
+    plugin = fed.plugins[0]
+    update = fed.run_round(2).updates[0]
+    assert update.num_samples == 20 + 10  # D̃_k ∪ S̃ (the code's CE on the global data)
+    paper = federation_of(fedlgd_run(tmp_path, ce_on_global=False))
+    assert paper.run_round(2).updates[0].num_samples == 20
+    assert plugin.global_x.shape == (10, 1, 16, 16)
+
+
+def test_fedlgd_resumes_bit_identically(tmp_path):
+    run = fedlgd_run(tmp_path)
+    run["training"] = {**run["training"], "rounds": 4}
+    whole = train(run, tmp_path / "whole", log=lambda m: None)
+    stopped = train(run, tmp_path / "part", tmp_path / "ckpt", stop_after=3, log=lambda m: None)
+    assert stopped["status"] == "stopped"
+    resumed = train(run, tmp_path / "part", tmp_path / "ckpt", log=lambda m: None)
+    drop = ("mean_step_seconds",)
+    assert {k: v for k, v in resumed.items() if k not in drop} == {
+        k: v for k, v in whole.items() if k not in drop}
+    a = torch.load(tmp_path / "whole" / "plugins" / "fedlgd" / "fedlgd_virtual.pt",
+                   weights_only=True)
+    b = torch.load(tmp_path / "part" / "plugins" / "fedlgd" / "fedlgd_virtual.pt",
+                   weights_only=True)
+    assert torch.equal(a["global_x"], b["global_x"])
+    assert all(torch.equal(x, y) for x, y in zip(a["x"], b["x"]))
+
+
+@pytest.mark.parametrize("reg", ["supcon", "mmd"])
+def test_the_regulariser_reaches_the_global_virtual_features(tmp_path, reg):
+    from fedhet.algorithms.base import ClientContext
+
+    fed = federation_of(fedlgd_run(tmp_path, reg=reg))
+    plugin = fed.plugins[0]
+    plugin.global_x.requires_grad_(True)
+    model = fed.global_.module
+    ctx = ClientContext(client=0, round=2, lr=0.1, params=fed.global_.params,
+                        grads=fed.global_.grads, buffers=fed.global_.buffers,
+                        global_params=fed.global_.params, global_buffers=fed.global_.buffers,
+                        num_samples=20, model=model)
+    out = plugin.forward(ctx, plugin.x[0][:8], plugin.y[0][:8])
+    (grad,) = torch.autograd.grad(out.loss, [plugin.global_x])
+    assert grad.abs().sum() > 0
+    ctx.round = 3  # a round of τ: CE only
+    assert plugin.forward(ctx, plugin.x[0][:8], plugin.y[0][:8]) is None

@@ -18,7 +18,8 @@ from fedhet.engine.flat import FlatModel
 from fedhet.methods.feddf.plugin import (
     distillation_loss,  # importing registers the plug-ins
 )
-from fedhet.methods.vhl.plugin import VHL, calibration_loss, supcon_loss
+from fedhet.algorithms.losses import supcon_loss
+from fedhet.methods.vhl.plugin import VHL, calibration_loss
 from fedhet.models import build_model
 from fedhet.plugins import PLUGINS
 from fedhet.train import train

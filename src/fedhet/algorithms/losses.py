@@ -1,5 +1,6 @@
-"""Loss terms several methods share: temperature-scaled distillation (FedDF, FedNTD) and the
-two-pair contrastive loss on cosine similarities (MOON, FedBR)."""
+"""Loss terms several methods share: temperature-scaled distillation (FedDF, FedNTD), the
+two-pair contrastive loss on cosine similarities (MOON, FedBR) and the supervised contrastive
+loss (VHL, FedLGD)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,27 @@ def contrastive_loss(anchor: Tensor, positive: Tensor, negative: Tensor, tau_pos
     logits = torch.stack([pos, neg], 1)
     target = torch.zeros(anchor.shape[0], dtype=torch.long, device=anchor.device)
     return F.cross_entropy(logits, target)
+
+
+def supcon_loss(features: Tensor, labels: Tensor, temperature: float = 0.07,
+                base_temperature: float | None = None) -> Tensor:
+    """Supervised contrastive loss (Khosla et al., 2020), one view per sample, mode "all".
+
+    `features` `[N, D]` are L2-normalised. For each anchor i with at least one positive
+    (another sample of its label), ℓ_i = −(τ/τ_b) · mean_{p ∈ P(i)} log softmax_{a ≠ i}(z_i·z_a/τ)_p;
+    the loss is the mean of ℓ_i over those anchors (0 when no anchor has a positive).
+    """
+    base = temperature if base_temperature is None else base_temperature
+    n = features.shape[0]
+    sim = features @ features.t() / temperature
+    sim = sim - sim.max(dim=1, keepdim=True).values.detach()  # stability; cancels out
+    not_self = ~torch.eye(n, dtype=torch.bool, device=features.device)
+    denom = (sim.exp() * not_self).sum(dim=1, keepdim=True)
+    log_prob = sim - denom.log()
+    positive = (labels[:, None] == labels[None, :]) & not_self
+    counts = positive.sum(dim=1)
+    has = counts > 0
+    if not bool(has.any()):
+        return features.sum() * 0.0
+    mean_log_prob_pos = (log_prob * positive).sum(dim=1)[has] / counts[has]
+    return -(temperature / base) * mean_log_prob_pos.mean()

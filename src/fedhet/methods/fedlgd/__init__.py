@@ -2,9 +2,10 @@
 
 `distilled` trains every client on its cached local virtual data instead of its raw images
 (FedLGD §4.1: the baselines train on the local virtual data of FedLGD's initialisation); the
-data is an artefact of the family `distilled` (`fedhet.distill`). `fedlgd` itself (iterative
-distribution matching, federated gradient matching, the local regulariser) is not implemented
-yet: cells that use it print "pending" (the method and its settings: shared/specs/fedlgd.md).
+data is an artefact of the family `distilled` (`fedhet.distill`). `fedlgd` is FedLGD itself on
+top of the same artefact: iterative distribution matching of the local data with the global
+model, federated gradient matching of the global virtual data on the server, and the local
+objective CE + λ·SupCon against the global virtual features.
 Meanings say where a value comes from: "code" = the authors' public code, "paper" = its text,
 "assumed" = neither.
 """
@@ -73,6 +74,27 @@ DECLARATIONS = [
         kind="plugin",
         summary="FedLGD (Huang et al.): local-global distillation with federated gradient "
         "matching",
-        implemented=False,
+        module="fedhet.methods.fedlgd.plugin",
+        version=1,
+        params={
+            **DISTILLED_PARAMS,
+            "distill_every": Param(5, "code: g, rounds between global distillations", at_least=1),
+            "distill_times": Param(10, "paper: |τ| = 10 distillation rounds after the first",
+                                   at_least=0),
+            "local_steps": Param(100, "paper: DM iterations of a client at a round of τ",
+                                 at_least=0),
+            "server_steps": Param(500, "paper: gradient-matching iterations of the server",
+                                  at_least=0),
+            "lambda": Param(1.0, "weight of the regulariser (code README: 10 on DIGITS, 1 on "
+                            "CIFAR10C, 0.1 on RETINA)", at_least=0),
+            "reg": Param("supcon", "supcon (paper) | mmd (Fig. 3a's alternative)",
+                         choices=("supcon", "mmd")),
+            "temperature": Param(0.07, "code: SupCon τ = base τ", above=0),
+            "ce_on_global": Param(True, "code: the CE also trains on the global virtual data "
+                                  "(paper: the local virtual data only)"),
+            "reg_at_distill_rounds": Param(False, "code: the rounds of τ train with CE only"),
+        },
+        artefacts=_artefacts,
+        artefact_families=(DISTILLED_DATA,),
     ),
 ]

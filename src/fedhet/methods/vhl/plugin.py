@@ -37,6 +37,7 @@ from torch import Tensor
 
 from fedhet import declare
 from fedhet.algorithms.base import ClientContext, StepOutput, hard_labels, task_loss
+from fedhet.algorithms.losses import supcon_loss
 from fedhet.catalog import method
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.seeding import derive_seed, generator
@@ -45,30 +46,6 @@ from fedhet.engine.sgd import sgd_step
 from fedhet.plugins import PLUGINS, Plugin
 
 CODE_MEAN, CODE_STD = 0.5, 0.25  # the authors' Normalize for virtual images
-
-
-def supcon_loss(features: Tensor, labels: Tensor, temperature: float = 0.07,
-                base_temperature: float | None = None) -> Tensor:
-    """Supervised contrastive loss (Khosla et al., 2020), one view per sample, mode "all".
-
-    `features` `[N, D]` are L2-normalised. For each anchor i with at least one positive
-    (another sample of its label), ℓ_i = −(τ/τ_b) · mean_{p ∈ P(i)} log softmax_{a ≠ i}(z_i·z_a/τ)_p;
-    the loss is the mean of ℓ_i over those anchors (0 when no anchor has a positive).
-    """
-    base = temperature if base_temperature is None else base_temperature
-    n = features.shape[0]
-    sim = features @ features.t() / temperature
-    sim = sim - sim.max(dim=1, keepdim=True).values.detach()  # stability; cancels out
-    not_self = ~torch.eye(n, dtype=torch.bool, device=features.device)
-    denom = (sim.exp() * not_self).sum(dim=1, keepdim=True)
-    log_prob = sim - denom.log()
-    positive = (labels[:, None] == labels[None, :]) & not_self
-    counts = positive.sum(dim=1)
-    has = counts > 0
-    if not bool(has.any()):
-        return features.sum() * 0.0
-    mean_log_prob_pos = (log_prob * positive).sum(dim=1)[has] / counts[has]
-    return -(temperature / base) * mean_log_prob_pos.mean()
 
 
 def calibration_loss(natural: Tensor, virtual: Tensor, y: Tensor, y_virtual: Tensor,
