@@ -66,3 +66,16 @@ rule ci:
 
 
 include: "workflow/rules/targets.smk"
+
+
+# Jobs on this machine start from one process that has imported torch (config: forkserver).
+onstart:
+    start_forkserver()
+
+
+onsuccess:
+    stop_forkserver()
+
+
+onerror:
+    stop_forkserver()

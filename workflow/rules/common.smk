@@ -4,6 +4,9 @@ import copy
 import json
 import math
 import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -14,6 +17,7 @@ from fedhet import catalog, names
 from fedhet import experiments as X
 from fedhet.config import ConfigError
 from fedhet.figures.kinds import FIGURE_KINDS
+from fedhet.forkserver import ENV as FORKSERVER_ENV
 
 ROOT = Path(workflow.basedir)
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -89,6 +93,40 @@ def gpus_per_job():
 
 
 JOB_GPUS = gpus_per_job()
+
+
+FORKSERVER = {}  # the running fork server's process, under "process"
+
+
+def start_forkserver():
+    """Start `python -m fedhet.forkserver` for the jobs of this run on this machine and point
+    them at it ($FEDHET_FORKSERVER); it exits with this Snakemake process. Not for jobs sent to a
+    cluster, nor with `forkserver: false`."""
+    if not workflow.local_exec or not config["forkserver"]:
+        return
+    path = os.path.join(
+        tempfile.gettempdir(), f"fedhet-{os.getuid()}-{os.getpid()}.sock"
+    )
+    os.makedirs(".snakemake/log", exist_ok=True)
+    with open(".snakemake/log/fedhet-forkserver.log", "ab") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "fedhet.forkserver", "--socket", path]
+            + ["--watch-pid", str(os.getpid())],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    os.environ[FORKSERVER_ENV] = path
+    FORKSERVER["process"] = server
+
+
+def stop_forkserver():
+    server = FORKSERVER.pop("process", None)
+    if server is not None and server.poll() is None:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 ITEMS = EXP.items
 TABLE_IDS = sorted({i.id for i in ITEMS.values() if not i.is_figure})
 FIGURE_IDS = sorted({i.id for i in ITEMS.values() if i.is_figure})
