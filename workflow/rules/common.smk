@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from fedhet import catalog, names
@@ -116,8 +118,17 @@ def start_forkserver():
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    os.environ[FORKSERVER_ENV] = path
     FORKSERVER["process"] = server
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path):  # it imports torch first
+        if server.poll() is not None or time.monotonic() > deadline:
+            logger.warning(
+                "fedhet fork server did not start (.snakemake/log/fedhet-forkserver.log); "
+                "every job imports torch itself"
+            )
+            return
+        time.sleep(0.1)
+    os.environ[FORKSERVER_ENV] = path
 
 
 def stop_forkserver():
