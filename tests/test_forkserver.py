@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import fedhet.forkserver as forkserver
+import fedhet.forkclient as forkclient
 from tiny_runs import tiny_run
 
 
@@ -48,9 +48,9 @@ def server(tmp_path):
 
 def fedhet(args: list[str], socket: Path | None, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop(forkserver.ENV, None)
+    env.pop(forkclient.ENV, None)
     if socket is not None:
-        env[forkserver.ENV] = str(socket)
+        env[forkclient.ENV] = str(socket)
     return subprocess.run([sys.executable, "-m", "fedhet.cli", *args], env=env,
                           capture_output=True, text=True, **kw)
 
@@ -81,7 +81,7 @@ def test_a_killed_job_takes_its_worker_with_it(tmp_path, server):
     run["training"]["rounds"] = 100000
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(run))
-    env = {**os.environ, forkserver.ENV: str(server)}
+    env = {**os.environ, forkclient.ENV: str(server)}
     job = subprocess.Popen([sys.executable, "-m", "fedhet.cli", "train", "--config", str(config),
                             "--out", str(tmp_path / "out")], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -98,10 +98,10 @@ def test_a_killed_job_takes_its_worker_with_it(tmp_path, server):
 
 
 def test_no_server_or_a_stale_one_runs_the_command_here(tmp_path, server, monkeypatch, capfd):
-    monkeypatch.setenv(forkserver.ENV, str(tmp_path / "none.sock"))
-    assert forkserver.run_remote(["run-id"]) is None
+    monkeypatch.setenv(forkclient.ENV, str(tmp_path / "none.sock"))
+    assert forkclient.run_remote(["run-id"]) is None
     assert "not reachable" in capfd.readouterr().err
-    monkeypatch.setenv(forkserver.ENV, str(server))
-    monkeypatch.setattr(forkserver, "fingerprint", lambda: time.time() + 3600)  # edited since
-    assert forkserver.run_remote(["run-id"]) is None
+    monkeypatch.setenv(forkclient.ENV, str(server))
+    monkeypatch.setattr(forkclient, "fingerprint", lambda: time.time() + 3600)  # edited since
+    assert forkclient.run_remote(["run-id"]) is None
     assert "older sources" in capfd.readouterr().err

@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fedhet.forkserver import run_remote
+    from fedhet.forkclient import run_remote
 
     argv = sys.argv[1:] if argv is None else list(argv)
     served = run_remote(argv)  # a fork server of the running workflow, if there is one

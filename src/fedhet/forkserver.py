@@ -30,69 +30,8 @@ import struct
 import sys
 import time
 import traceback
-from pathlib import Path
 
-ENV = "FEDHET_FORKSERVER"
-DECLINED = -1000
-PACKAGE = Path(__file__).resolve().parent
-
-
-def fingerprint() -> float:
-    """The newest modification time of the package's Python files."""
-    newest = 0.0
-    for root, _, files in os.walk(PACKAGE):
-        for name in files:
-            if name.endswith(".py"):
-                newest = max(newest, os.stat(os.path.join(root, name)).st_mtime)
-    return newest
-
-
-# ----------------------------------------------------------------------------- client
-
-
-def _recv_exactly(conn: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = conn.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("the fork server closed the connection")
-        data += chunk
-    return data
-
-
-def run_remote(argv: list[str]) -> int | None:
-    """Run the command `argv` on the fork server named by $FEDHET_FORKSERVER and return its
-    exit status; None when it should run in this process (no server, or it declined)."""
-    path = os.environ.get(ENV)
-    if not path:
-        return None
-    try:
-        fds = [sys.stdout.fileno(), sys.stderr.fileno()]
-    except (AttributeError, ValueError, OSError):  # no real output files (an embedding caller)
-        return None
-    request = json.dumps({
-        "argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
-        "python": os.path.realpath(sys.executable), "package": str(PACKAGE),
-        "fingerprint": fingerprint(),
-    }).encode()
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(path)
-        socket.send_fds(conn, [struct.pack(">I", len(request)) + request],
-                        fds)
-        (code,) = struct.unpack(">i", _recv_exactly(conn, 4))
-    except OSError as err:
-        print(f"fedhet: fork server {path} not reachable ({err.strerror or err}); running in "
-              "this process", file=sys.stderr)
-        return None
-    finally:
-        conn.close()
-    if code == DECLINED:
-        print(f"fedhet: fork server {path} runs another installation or older sources; "
-              "running in this process", file=sys.stderr)
-        return None
-    return code
-
+from fedhet.forkclient import DECLINED, ENV, PACKAGE, fingerprint, recv_exactly
 
 # ----------------------------------------------------------------------------- server
 
@@ -157,7 +96,7 @@ def _handle(conn: socket.socket, started: float) -> None:
     (length,) = struct.unpack(">I", head[:4])
     body = head[4:]
     if len(body) < length:
-        body += _recv_exactly(conn, length - len(body))
+        body += recv_exactly(conn, length - len(body))
     request = json.loads(body)
     same = (request["python"] == os.path.realpath(sys.executable)
             and request["package"] == str(PACKAGE)

@@ -19,7 +19,7 @@ from fedhet import catalog, names
 from fedhet import experiments as X
 from fedhet.config import ConfigError
 from fedhet.figures.kinds import FIGURE_KINDS
-from fedhet.forkserver import ENV as FORKSERVER_ENV
+from fedhet.forkclient import ENV as FORKSERVER_ENV
 
 ROOT = Path(workflow.basedir)
 SCHEMAS = ROOT / "workflow" / "schemas"
