@@ -1,5 +1,5 @@
-# Cached artefacts: one rule per artefact family a method declares (fedhet.catalog; today VHL's
-# virtual datasets), one job per artefact key, written to resources/datasets/<family>/<key>.pt
+# Cached artefacts: one rule per artefact family a method declares (fedhet.catalog: VHL's
+# virtual datasets, FedLGD's distilled data) and some run reads, one job per artefact key, written to resources/datasets/<family>/<key>.pt
 # (+ .sha256) where the method's code looks for it. Which artefacts a run reads is computed with
 # the run (fedhet.experiments.jobs.artefacts): every run that needs one lists it as an input, so
 # it is built once and shared by all of them.

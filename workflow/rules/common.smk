@@ -348,12 +348,20 @@ def figure_payload(wildcards):
 
 # ----------------------------------------------------------------------------- artefacts, post-hoc
 
-ARTEFACT_FAMILIES = catalog.artefact_families()
 POSTHOC_METHODS = catalog.names("posthoc")
 
 
 def artefact_keys(family):
     return [a["key"] for a in EXP.artefacts.values() if a["family"] == family]
+
+
+# the artefact families some configured run reads (one rule each; a family no run uses yet,
+# such as FedLGD's before its tables exist, has no rule)
+ARTEFACT_FAMILIES = {
+    name: family
+    for name, family in catalog.artefact_families().items()
+    if artefact_keys(name)
+}
 
 
 def artefact_sources(family, key):
