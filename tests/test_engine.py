@@ -258,3 +258,18 @@ def test_seed_global_seeds_the_cpu_generator_as_torch_manual_seed_does():
     torch.rand(7)  # move the state on
     seed_global(torch.device("cpu"), 3, "client", 1, 2)
     assert torch.equal(torch.rand(5), expected)
+
+
+def test_client_fraction_sets_the_clients_of_a_round():
+    run = resolve_run({"partition": {"num_clients": 57}, "training": {"client_fraction": 0.2}})
+    assert run["training"]["clients_per_round"] == 11  # FedLGD's int(0.2 · 57)
+    assert resolve_run(run) == run  # resolving again changes nothing
+    assert run_id(run) != run_id(resolve_run({"partition": {"num_clients": 57},
+                                              "training": {"clients_per_round": 11}}))
+    tiny = resolve_run({"partition": {"num_clients": 3}, "training": {"client_fraction": 0.1}})
+    assert tiny["training"]["clients_per_round"] == 1
+    with pytest.raises(ConfigError, match="disagree"):
+        resolve_run({"partition": {"num_clients": 57},
+                     "training": {"client_fraction": 0.2, "clients_per_round": 5}})
+    with pytest.raises(ConfigError, match="client_fraction"):
+        resolve_run({"training": {"client_fraction": 1.5}})

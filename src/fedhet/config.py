@@ -99,6 +99,16 @@ def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
         plugins.append({"name": name, "params": params})
     run["plugins"] = plugins
     t = run["training"]
+    if t["client_fraction"] is not None:
+        per_round = max(1, int(t["client_fraction"] * run["partition"]["num_clients"]))
+        asked = (given.get("training") or {}).get("clients_per_round")
+        if asked is not None and asked != per_round:
+            raise ConfigError(
+                f"training.clients_per_round ({asked}) and training.client_fraction "
+                f"({t['client_fraction']} of {run['partition']['num_clients']} clients = "
+                f"{per_round}) disagree; set one of them"
+            )
+        t["clients_per_round"] = per_round
     if t["clients_per_round"] > run["partition"]["num_clients"] and not t["centralized"]:
         raise ConfigError(
             f"training.clients_per_round ({t['clients_per_round']}) exceeds "

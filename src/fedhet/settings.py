@@ -52,6 +52,10 @@ SETTINGS: dict[str, Any] = {
     "training": {
         "rounds": S(10, "communication rounds", **_POSITIVE),
         "clients_per_round": S(5, "clients sampled each round", **_POSITIVE),
+        "client_fraction": S(None, "share of the clients sampled each round: sets "
+                             "clients_per_round to max(1, int(fraction × num_clients)) (FedLGD's "
+                             "client ratio, which a scale's client count changes)",
+                             kind="number", above=0, at_most=1, since=1),
         "local_epochs": S(1, "passes over the client's data per round", **_POSITIVE),
         "local_steps": S(None, "fixed number of local steps instead of epochs", **_POSITIVE),
         "batch_size": S(64, "local batch size", **_POSITIVE),
