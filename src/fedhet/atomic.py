@@ -25,7 +25,8 @@ _HOST = socket.gethostname()
 STALE_SECONDS = 3600.0
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this host (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -43,7 +44,7 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
         parts = tmp.name[len(path.name) + 2:-len(".tmp")].rsplit(".", 2)  # host, pid, random
         try:
             owner_gone = (len(parts) == 3 and parts[0] == _HOST
-                          and not _pid_alive(int(parts[1])))
+                          and not pid_alive(int(parts[1])))
             if owner_gone or time.time() - tmp.stat().st_mtime > STALE_SECONDS:
                 tmp.unlink()
                 removed.append(tmp)

@@ -31,6 +31,7 @@ import sys
 import time
 import traceback
 
+from fedhet.atomic import pid_alive
 from fedhet.forkclient import DECLINED, ENV, PACKAGE, fingerprint, recv_exactly
 
 # ----------------------------------------------------------------------------- server
@@ -156,7 +157,7 @@ def serve(path: str, watch_pid: int | None = None) -> None:
             for pid in list(handlers):
                 if os.waitpid(pid, os.WNOHANG)[0]:
                     handlers.discard(pid)
-            if watch_pid is not None and not _alive(watch_pid):
+            if watch_pid is not None and not pid_alive(watch_pid):
                 break
             try:
                 conn, _ = server.accept()
@@ -181,16 +182,6 @@ def serve(path: str, watch_pid: int | None = None) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

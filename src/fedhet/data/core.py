@@ -216,15 +216,10 @@ def prepare_dataset(
     spec = DATASETS.get(name)
     resolved = resolve_options(name, options)
     path = cache_path(name, root, resolved)
-    if path.exists() and _checksum_path(path).exists():
+    if path.exists() and checksum_path(path).exists():
         return path
     arrays = spec.build(Path(root), resolved)
-    payload = _payload(spec, resolved, arrays)
-    blob = _serialise(payload)
-    digest = hashlib.sha256(blob).hexdigest()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, blob)
-    write_atomic(_checksum_path(path), f"{digest}  {path.name}\n".encode())
+    write_checksummed(path, _payload(spec, resolved, arrays))
     return path
 
 
@@ -270,19 +265,33 @@ def load_dataset(
 
 
 def verify_cache_file(path: Path, name: str, options: Mapping[str, Any]) -> str:
-    """sha256 of `path`, after checking it equals the one recorded beside it."""
-    recorded_file = _checksum_path(path)
+    """sha256 of a dataset's cache file, after checking it equals the one recorded beside it."""
+    return verify_checksum(path, "cached dataset", _rebuild_hint(path, name, options))
+
+
+def write_checksummed(path: Path, payload: dict[str, Any]) -> None:
+    """`torch.save` `payload` to `path` and its sha256 to `checksum_path(path)` (`sha256sum`
+    format), both atomically: the cache files of datasets and of cached artefacts."""
+    blob = _serialise(payload)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, blob)
+    write_atomic(checksum_path(path),
+                 f"{hashlib.sha256(blob).hexdigest()}  {path.name}\n".encode())
+
+
+def verify_checksum(path: Path, what: str, hint: str) -> str:
+    """sha256 of the cache file `path`, after checking it equals the one recorded beside it;
+    otherwise CacheError naming `what` the file holds and ending with `hint` (what to do)."""
+    recorded_file = checksum_path(path)
     try:
         recorded = recorded_file.read_text().split()[0]
     except (OSError, IndexError) as err:
-        raise CacheError(
-            f"no checksum recorded for {path} ({recorded_file}); {_rebuild_hint(path, name, options)}"
-        ) from err
+        raise CacheError(f"no checksum recorded for {path} ({recorded_file}); {hint}") from err
     actual = file_sha256(path)
     if actual != recorded:
         raise CacheError(
-            f"cached dataset {path} is corrupt: its sha256 is {actual} but {recorded} was "
-            f"recorded when it was written; {_rebuild_hint(path, name, options)}"
+            f"{what} {path} is corrupt: its sha256 is {actual} but {recorded} was "
+            f"recorded when it was written; {hint}"
         )
     return actual
 
@@ -293,10 +302,11 @@ def _rebuild_hint(path: Path, name: str, options: Mapping[str, Any] | None = Non
     kept = {k: v for k, v in (options or {}).items() if k != "download"}
     if kept:
         command += f" --options '{json.dumps(kept, sort_keys=True)}'"
-    return f"delete {path} and {_checksum_path(path).name}, then rebuild it with `{command}`"
+    return f"delete {path} and {checksum_path(path).name}, then rebuild it with `{command}`"
 
 
-def _checksum_path(path: Path) -> Path:
+def checksum_path(path: Path) -> Path:
+    """Where the sha256 of the cache file `path` is recorded."""
     return path.with_name(path.name + ".sha256")
 
 

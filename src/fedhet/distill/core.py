@@ -19,8 +19,6 @@ a generator keyed by (seed, purpose, client, step, class), so a CPU build is bit
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,9 +28,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fedhet.data.core import CacheError, file_sha256, write_atomic
-from fedhet.distill import dsa
-from fedhet.distill.matching import class_statistics, dm_loss, images_from_statistics, match
+from fedhet.data.core import CacheError, checksum_path, verify_checksum, write_checksummed
+from fedhet.distill.matching import class_statistics, dm_step_loss, images_from_statistics, match
 from fedhet.distill.spec import CACHE_FORMAT, distilled_path
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.seeding import derive_seed, generator
@@ -92,25 +89,16 @@ def distill_client(x_real: Tensor, y_real: Tensor, num_classes: int, params: Map
                 if len(own) >= ipc:
                     take = own[torch.randperm(len(own), generator=gen, device=own.device)[:ipc]]
                     x[c * ipc:(c + 1) * ipc] = x_real[take]
-    by_class = [(y_real == c).nonzero().flatten() for c in range(num_classes)]
-    matched = [c for c in range(num_classes) if len(by_class[c]) > 0]
     ratios = dict(p["dsa"])
 
     def loss_of(images: Tensor, step: int) -> Tensor:
         net = _embedding(num_classes, ch, size, float(p["embed_width"]), int(p["embed_depth"]),
                          derive_seed(seed, "distill-embed", client, step))
-        real, synthetic, draws = [], [], []
-        for c in matched:
-            g = generator(x_real.device, seed, "distill-real", client, step, c)
-            own = by_class[c]
-            take = own[torch.randperm(len(own), generator=g, device=own.device)[:p["real_batch"]]]
-            real.append(x_real[take])
-            synthetic.append(images[c * ipc:(c + 1) * ipc])
-            draws.append(dsa.draw(generator(torch.device("cpu"), seed, "dsa", client, step, c),
-                                  size, ratios))
-        return dm_loss(net.features, real, synthetic, draws)
+        return dm_step_loss(net.features, x_real, y_real, images, ipc, int(p["real_batch"]),
+                            ratios, (seed, "distill-real", client, step),
+                            (seed, "dsa", client, step))
 
-    steps = int(p["warmup_steps"]) if matched else 0
+    steps = int(p["warmup_steps"]) if bool(present.any()) else 0
     x, losses = match(x, loss_of, steps, float(p["lr_img"]), float(p["img_momentum"]))
     return {"x": x.float().contiguous(), "y": y, "mu": mu, "sigma": sigma, "counts": counts,
             "losses": losses}
@@ -161,8 +149,7 @@ def load_or_make_distilled(settings: Mapping[str, Any], root: str | os.PathLike,
     (reading the dataset from `root` and the partition from `partitions`). Raises CacheError
     when the file does not match its recorded checksum or its settings."""
     path = distilled_path(settings, root)
-    sums = path.with_name(path.name + ".sha256")
-    if not (path.exists() and sums.exists()):
+    if not (path.exists() and checksum_path(path).exists()):
         from fedhet.data import load_dataset
         from fedhet.partition import load_or_make_partition
 
@@ -170,21 +157,10 @@ def load_or_make_distilled(settings: Mapping[str, Any], root: str | os.PathLike,
         data = load_dataset(d["name"], root, d["options"])
         part = load_or_make_partition(
             data, {**settings["partition"], "root": str(partitions)}, settings["partition_seed"])
-        payload = make_distilled(settings, data, part.client_indices, torch.device(device))
-        buf = io.BytesIO()
-        torch.save(payload, buf)
-        blob = buf.getvalue()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, blob)
-        write_atomic(sums, f"{hashlib.sha256(blob).hexdigest()}  {path.name}\n".encode())
-    try:
-        recorded = sums.read_text().split()[0]
-    except (OSError, IndexError) as err:
-        raise CacheError(f"no checksum recorded for {path}; delete it to rebuild") from err
-    actual = file_sha256(path)
-    if actual != recorded:
-        raise CacheError(f"distilled data {path} is corrupt (sha256 {actual}, recorded "
-                         f"{recorded}); delete it and {sums.name} to rebuild")
+        write_checksummed(path, make_distilled(settings, data, part.client_indices,
+                                               torch.device(device)))
+    actual = verify_checksum(path, "distilled data",
+                             f"delete it and {checksum_path(path).name} to rebuild")
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if payload.get("format") != CACHE_FORMAT or payload.get("settings") != dict(settings):
         raise CacheError(f"{path} does not hold the distilled data asked for; delete it to "

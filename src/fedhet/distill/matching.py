@@ -8,13 +8,14 @@ Images are float tensors in the model's normalised input space, class-major
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedhet.distill import dsa
+from fedhet.engine.seeding import generator
 
 
 def class_statistics(x: Tensor, y: Tensor, num_classes: int,
@@ -71,6 +72,27 @@ def dm_loss(embed: Callable[[Tensor], Tensor], real: list[Tensor], synthetic: li
     if total is None:
         raise ValueError("distribution matching needs at least one class with real images")
     return total
+
+
+def dm_step_loss(embed: Callable[[Tensor], Tensor], x_real: Tensor, y_real: Tensor,
+                 images: Tensor, ipc: int, real_batch: int, ratios: Mapping[str, float],
+                 real_keys: tuple, dsa_keys: tuple) -> Tensor:
+    """One distribution-matching step of a client (Eq. 2): for each class it holds, `real_batch`
+    of its real images without replacement (a draw keyed by `real_keys` + (class,)), its `ipc`
+    virtual images of class-major `images`, and one Siamese draw (keyed by `dsa_keys` +
+    (class,)) applied to both."""
+    size = int(x_real.shape[-1])
+    real, synthetic, draws = [], [], []
+    for c in range(images.shape[0] // ipc):
+        own = (y_real == c).nonzero().flatten()
+        if len(own) == 0:  # a class the client lacks is left out of matching
+            continue
+        g = generator(x_real.device, *real_keys, c)
+        real.append(x_real[own[torch.randperm(len(own), generator=g, device=own.device)
+                               [:real_batch]]])
+        synthetic.append(images[c * ipc:(c + 1) * ipc])
+        draws.append(dsa.draw(generator(torch.device("cpu"), *dsa_keys, c), size, ratios))
+    return dm_loss(embed, real, synthetic, draws)
 
 
 def gm_distance(synthetic: list[Tensor], target: list[Tensor]) -> Tensor:

@@ -16,8 +16,6 @@ a new file.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fedhet.data.core import CacheError, file_sha256, write_atomic
+from fedhet.data.core import CacheError, checksum_path, verify_checksum, write_checksummed
 from fedhet.virtual.generators import GENERATORS
 from fedhet.virtual.spec import (
     CACHE_FORMAT,
@@ -81,28 +79,16 @@ def load_or_make_virtual(settings: Mapping[str, Any],
     Raises CacheError when the file does not match its recorded checksum."""
     resolved = resolve_settings(settings)
     path = virtual_path(resolved, root)
-    sums = path.with_name(path.name + ".sha256")
-    if not (path.exists() and sums.exists()):
+    if not (path.exists() and checksum_path(path).exists()):
         options = dict(resolved["options"])
         if resolved["kind"] == "tinyimagenet10":
             options["dataset_root"] = str(root)
         x, y = make_virtual_dataset(resolved["kind"], resolved["num_classes"],
                                     resolved["images_per_class"], resolved["size"],
                                     resolved["channels"], resolved["seed"], **options)
-        buf = io.BytesIO()
-        torch.save({"format": CACHE_FORMAT, "settings": resolved, "x": x, "y": y}, buf)
-        blob = buf.getvalue()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, blob)
-        write_atomic(sums, f"{hashlib.sha256(blob).hexdigest()}  {path.name}\n".encode())
-    try:
-        recorded = sums.read_text().split()[0]
-    except (OSError, IndexError) as err:
-        raise CacheError(f"no checksum recorded for {path}; delete it to regenerate") from err
-    actual = file_sha256(path)
-    if actual != recorded:
-        raise CacheError(f"virtual dataset {path} is corrupt (sha256 {actual}, recorded "
-                         f"{recorded}); delete it and {sums.name} to regenerate")
+        write_checksummed(path, {"format": CACHE_FORMAT, "settings": resolved, "x": x, "y": y})
+    actual = verify_checksum(path, "virtual dataset",
+                             f"delete it and {checksum_path(path).name} to regenerate")
     payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     if payload.get("format") != CACHE_FORMAT or payload.get("settings") != resolved:
         raise CacheError(f"{path} does not hold the virtual dataset asked for; delete it to "

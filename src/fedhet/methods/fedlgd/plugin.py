@@ -12,9 +12,13 @@ from torch import Tensor
 
 from fedhet.algorithms.base import ClientContext, ClientUpdate, StepOutput, hard_labels, task_loss
 from fedhet.algorithms.losses import supcon_loss
-from fedhet.distill import dsa
-from fedhet.distill.matching import dm_loss, gm_distance, match, synthetic_gradient, update_target
-from fedhet.engine.seeding import generator
+from fedhet.distill.matching import (
+    dm_step_loss,
+    gm_distance,
+    match,
+    synthetic_gradient,
+    update_target,
+)
 from fedhet.engine.server import ClientData, ServerView
 from fedhet.plugins import PLUGINS, Plugin
 
@@ -107,25 +111,14 @@ class FedLGD(Distilled):
         idx = fed.client_indices[client]
         x_real = fed.augmenter.test(fed.x_train[idx])
         y_real = fed.y_train[idx]
-        ipc, size = int(hp["ipc"]), int(x_real.shape[-1])
-        by_class = [(y_real == c).nonzero().flatten() for c in range(fed.num_classes)]
-        matched = [c for c in range(fed.num_classes) if len(by_class[c]) > 0]
-        ratios = dict(hp["dsa"])
+        ipc, ratios = int(hp["ipc"]), dict(hp["dsa"])
         model.train()
 
         def loss_of(images: Tensor, step: int) -> Tensor:
-            real, synthetic, draws = [], [], []
-            for c in matched:
-                g = generator(fed.device, fed.seed, "dm-real", round, client, step, c)
-                own = by_class[c]
-                take = own[torch.randperm(len(own), generator=g, device=own.device)
-                           [:hp["real_batch"]]]
-                real.append(x_real[take])
-                synthetic.append(images[c * ipc:(c + 1) * ipc])
-                draws.append(dsa.draw(
-                    generator(torch.device("cpu"), fed.seed, "dsa", round, client, step, c),
-                    size, ratios))
-            return dm_loss(model.features, real, synthetic, draws)
+            return dm_step_loss(model.features, x_real, y_real, images, ipc,
+                                int(hp["real_batch"]), ratios,
+                                (fed.seed, "dm-real", round, client, step),
+                                (fed.seed, "dsa", round, client, step))
 
         return match(self.x[client], loss_of, int(hp["local_steps"]), float(hp["lr_img"]),
                      float(hp["img_momentum"]))
