@@ -42,9 +42,10 @@ def test_names_come_from_the_registries():
 
     assert names.datasets() == DATASETS.names()
     # FedLGD's datasets are registered, so they are valid everywhere
-    assert {"synthdigits", "mnistm", "retina", "cifar10c"} <= set(names.datasets())
+    assert {"synthdigits", "mnistm", "retina", "cifar10c", "digits5",
+            "cifar10c_clients"} <= set(names.datasets())
     assert set(names.standin_datasets()) == {"digits10", "digits100", "digits_domains",
-                                             "digits_writers"}
+                                             "digits_writers", "digits_corrupted"}
     assert "convnet" in names.models() and "dirichlet" in names.schemes()
     assert "fedavg" in names.methods("algorithm", implemented=True)
     assert "fedimpro" in names.methods("plugin", implemented=True)

@@ -74,6 +74,10 @@ class DatasetSpec:
     images at their native channel count and size unless it handles `channels`/`size`
     itself; the cache step converts whatever differs from the requested shape.
     `version` enters the cache key: bump it when the builder's output changes.
+    `keyless` maps options added after the dataset's cache files existed to the value at
+    which they leave the tensors as before (their default): at that value they stay out of
+    the cache key, so existing files keep their names. An option `num_classes`, where a
+    dataset has one, overrides `num_classes` (keeping the first classes).
     """
 
     name: str
@@ -86,6 +90,7 @@ class DatasetSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     version: int = 1
+    keyless: Mapping[str, Any] = field(default_factory=dict)
 
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
@@ -151,17 +156,36 @@ def _check_value(name: str, key: str, value: Any, default: Any, choices: tuple |
         if not isinstance(value, bool):
             raise ValueError(f"{where} must be true or false, got {value!r}")
     elif isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{where} must be a positive integer, got {value!r}")
+        # seeds may be 0; counts and sizes must be positive
+        minimum, kind = (0, "non-negative") if key.endswith("seed") else (1, "positive")
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{where} must be a {kind} integer, got {value!r}")
     elif isinstance(default, str) and not isinstance(value, str):
         raise ValueError(f"{where} must be a string, got {value!r}")
 
 
 def content_options(name: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The resolved options that change the tensors (those that enter the cache key)."""
-    resolved = resolve_options(name, options)
-    # an option at a null default (added later, e.g. digits_domains' `domains`) leaves the key
-    return {k: v for k, v in resolved.items() if k not in NON_CONTENT_OPTIONS and v is not None}
+    return _keyed(DATASETS.get(name), resolve_options(name, options))
+
+
+def _keyed(spec: DatasetSpec, resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """`resolved` without metadata options, and without options added later at the value
+    that leaves the tensors unchanged (null, e.g. digits_domains' `domains`, or the value in
+    `spec.keyless`), so that adding an option does not rename existing cache files."""
+    return {
+        k: v
+        for k, v in resolved.items()
+        if k not in NON_CONTENT_OPTIONS
+        and v is not None
+        and not (k in spec.keyless and v == spec.keyless[k])
+    }
+
+
+def class_count(spec: DatasetSpec, resolved: Mapping[str, Any]) -> int:
+    """Number of classes of a dataset with these resolved options (option `num_classes`
+    where the dataset has one, else the spec's)."""
+    return int(resolved.get("num_classes", spec.num_classes))
 
 
 def dataset_key(name: str, options: Mapping[str, Any] | None = None) -> str:
@@ -197,7 +221,7 @@ def describe(name: str, options: Mapping[str, Any] | None = None) -> dict[str, A
         "name": name,
         "description": spec.description,
         "source": spec.source,
-        "num_classes": spec.num_classes,
+        "num_classes": class_count(spec, resolved),
         "shape": (shape[0], shape[1], shape[1]),
         "options": resolved,
         "stands_in_for": resolved.get("stands_in_for"),
@@ -327,13 +351,13 @@ def _payload(spec: DatasetSpec, options: dict[str, Any], arrays: Arrays) -> dict
         mean, std = arrays.mean, arrays.std
     else:
         mean, std = channel_stats(x_train)
-    _check_arrays(spec, x_train, arrays.y_train, x_test, arrays.y_test)
+    num_classes = class_count(spec, options)
+    _check_arrays(spec.name, num_classes, x_train, arrays.y_train, x_test, arrays.y_test)
     return {
         "format": CACHE_FORMAT,
         "name": spec.name,
-        "options": {k: v for k, v in options.items()
-                    if k not in NON_CONTENT_OPTIONS and v is not None},
-        "num_classes": spec.num_classes,
+        "options": _keyed(spec, options),
+        "num_classes": num_classes,
         "class_names": list(arrays.class_names),
         "mean": [float(m) for m in mean],
         "std": [float(s) for s in std],
@@ -351,20 +375,18 @@ def _optional_long(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.long().contiguous()
 
 
-def _check_arrays(spec: DatasetSpec, x_train, y_train, x_test, y_test) -> None:
+def _check_arrays(name: str, num_classes: int, x_train, y_train, x_test, y_test) -> None:
     """Catch a builder bug before it is cached: dtypes, lengths, label range."""
     import torch
 
     for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
         if x.dtype != torch.uint8 or x.dim() != 4 or len(x) != len(y):
             raise ValueError(
-                f"dataset '{spec.name}' {split}: expected uint8 [N, C, H, W] images and N "
+                f"dataset '{name}' {split}: expected uint8 [N, C, H, W] images and N "
                 f"labels, got {x.dtype} {tuple(x.shape)} and {len(y)} labels"
             )
-        if len(y) and (int(y.min()) < 0 or int(y.max()) >= spec.num_classes):
-            raise ValueError(
-                f"dataset '{spec.name}' {split}: labels outside 0..{spec.num_classes - 1}"
-            )
+        if len(y) and (int(y.min()) < 0 or int(y.max()) >= num_classes):
+            raise ValueError(f"dataset '{name}' {split}: labels outside 0..{num_classes - 1}")
 
 
 def _serialise(payload: dict[str, Any]) -> bytes:

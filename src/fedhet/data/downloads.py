@@ -53,6 +53,13 @@ DOWNLOADS: dict[str, Download] = {
         md5="90528d7ca1a48142e341f4ef8d21d0de",
         size=248_100_043,
     ),
+    # CIFAR-10-C (Hendrycks & Dietterich 2019), Zenodo record 2535967.
+    "cifar10c_clients": Download(
+        url="https://zenodo.org/records/2535967/files/CIFAR-10-C.tar?download=1",
+        filename="CIFAR-10-C.tar",
+        md5="56bf5dcef84df0e2308c6dcbcbbd8499",
+        size=2_918_471_680,
+    ),
 }
 
 

@@ -1,9 +1,13 @@
 """Paper datasets without a stable download: the user places the files, fedhet reads them.
 
 - `synthdigits`, `mnistm` (DIGITS benchmark domains): PNG/JPEG images arranged as
-  `<root>/raw/<name>/{train,test}/<digit>/*.png`, folder names `0`–`9`.
+  `<root>/raw/<name>/{train,test}/<digit>/*.png`, folder names `0`–`9`. FedLGD's copies
+  also work in the authors' layout: `<root>/raw/synthetic_digits/{imgs_train,imgs_valid}/`
+  (SynthDigits) and `<root>/raw/mnistm/{train,test}/` (MNIST-M, the same as ours).
 - `retina` (FedLGD's four fundus-photo sites): `<root>/raw/retina/<site>/{train,test}/<class>/*`,
-  two classes; each site is a domain.
+  two classes; each site is a domain (sorted names). The authors' layout
+  `<root>/raw/retina_balanced/<site>/{Training,Testing}/<class>/*` works too; there the
+  domains follow their order Drishti, kaggle_arima (ACRIMA), RIM, REFUGE.
 - `cifar10c` (CIFAR-10-C, Hendrycks & Dietterich 2019): the extracted official archive,
   `<root>/raw/cifar10c/CIFAR-10-C/<corruption>.npy` and `labels.npy`; training images
   are CIFAR-10's, test images the chosen corruption at the chosen severity.
@@ -95,52 +99,126 @@ def _check_classes(where: Path, classes: list[str], expected: int) -> None:
         raise ValueError(f"{where}: expected {expected} class folders, found {classes}")
 
 
-def _digit_folder_builder(name: str, origin: str):
+# Per DIGITS domain: its (folder, train, test) layouts below `<root>/raw`, ours first, then
+# FedLGD's (fedlgd_data.py), and where to get it.
+DIGIT_FOLDERS = {
+    "synthdigits": (("synthdigits", "train", "test"),
+                    ("synthetic_digits", "imgs_train", "imgs_valid")),
+    "mnistm": (("mnistm", "train", "test"),),
+}
+DIGIT_ORIGINS = {
+    "synthdigits": "SynthDigits (Ganin & Lempitsky, 2015) is distributed by its authors, "
+    "e.g. as FedBN's DIGITS data or FedLGD's (10,000/2,000 images), and has no stable URL",
+    "mnistm": "MNIST-M (Ganin et al., 2016) is distributed by its authors, e.g. as FedBN's "
+    "DIGITS data or FedLGD's (10,331/209 images); a public copy with other counts "
+    "(59,001/9,001) is https://github.com/liyxi/mnist-m/releases (mnist_m_{train,test}"
+    ".pt.tar.gz, to be unpacked into image folders)",
+}
+
+
+def digit_folders(name: str, root: Path) -> tuple[Path, Path] | None:
+    """The (train, test) folders of DIGITS domain `name` in the first layout present."""
+    for folder, train, test in DIGIT_FOLDERS[name]:
+        base = Path(root) / "raw" / folder
+        if (base / train).is_dir() and (base / test).is_dir():
+            return base / train, base / test
+    return None
+
+
+def digit_folders_hint(name: str, root: Path, dataset: str) -> str:
+    """What DatasetNotAvailable says when DIGITS domain `name` is missing for `dataset`."""
+    layouts = " or ".join(
+        f"{Path(root) / 'raw' / folder}/{{{train},{test}}}/<digit 0-9>/*.png"
+        for folder, train, test in DIGIT_FOLDERS[name]
+    )
+    return (
+        f"dataset '{dataset}' needs {name}, which is not on disk. It must be fetched by "
+        f"hand: {DIGIT_ORIGINS[name]}. Arrange the files as {layouts}, then run "
+        f"`fedhet prepare-data --dataset {dataset} --root {root}`."
+    )
+
+
+def read_digit_folders(name: str, root: Path, size: int) -> Arrays:
+    """DIGITS domain `name` read from its image folders, resized to `size` (RGB)."""
+    import torch
+
+    folders = digit_folders(name, root)
+    if folders is None:
+        raise DatasetNotAvailable(digit_folders_hint(name, root, name))
+    train_dir, test_dir = folders
+    train = list(read_image_folder(train_dir, size))
+    classes = sorted({c for _, c, _ in train})
+    _check_classes(train_dir, classes, 10)
+    x_train, y_train = stack_split(train, classes, size, str(train_dir.parent))
+    x_test, y_test = stack_split(
+        read_image_folder(test_dir, size), classes, size, str(train_dir.parent)
+    )
+    return Arrays(
+        torch.from_numpy(x_train),
+        torch.from_numpy(y_train),
+        torch.from_numpy(x_test),
+        torch.from_numpy(y_test),
+        class_names=tuple(classes),
+    )
+
+
+def _digit_folder_builder(name: str):
     """Builder of a DIGITS domain stored as train/test image folders."""
 
     def build(root: Path, options: dict[str, Any]) -> Arrays:
-        import torch
-
-        base = Path(root) / "raw" / name
-        layout = f"{base}/{{train,test}}/<digit 0-9>/*.png"
-        _require_dirs(name, root, [base / "train", base / "test"], layout, origin)
-        size = options["size"]
-        train = list(read_image_folder(base / "train", size))
-        classes = sorted({c for _, c, _ in train})
-        _check_classes(base / "train", classes, 10)
-        x_train, y_train = stack_split(train, classes, size, str(base))
-        x_test, y_test = stack_split(
-            read_image_folder(base / "test", size), classes, size, str(base)
-        )
-        return Arrays(
-            torch.from_numpy(x_train),
-            torch.from_numpy(y_train),
-            torch.from_numpy(x_test),
-            torch.from_numpy(y_test),
-            class_names=tuple(classes),
-        )
+        return read_digit_folders(name, root, options["size"])
 
     return build
 
 
+# RETINA's layouts below `<root>/raw`: (folder, train, test), ours first, then FedLGD's
+# (fedlgd_data.py: retina_balanced/<site>/{Training,Testing}/<class>).
+RETINA_LAYOUTS = (("retina", "train", "test"), ("retina_balanced", "Training", "Testing"))
+# The site folders of FedLGD's layout in the code's (and the paper's table) order.
+RETINA_AUTHOR_SITES = ("Drishti", "kaggle_arima", "RIM", "REFUGE")
+
+
+def _site_order(sites: list[str], authors_layout: bool) -> list[str]:
+    """Sorted site names; in FedLGD's layout its four sites first, in the authors' order."""
+    if not authors_layout:
+        return sorted(sites)
+    known = [s for s in RETINA_AUTHOR_SITES if s in sites]
+    return known + sorted(s for s in sites if s not in known)
+
+
+def _retina_layout(root: Path) -> tuple[Path, str, str]:
+    """(base folder, train name, test name) of the first RETINA layout whose folder exists;
+    ours when none does."""
+    for folder, train, test in RETINA_LAYOUTS:
+        if (Path(root) / "raw" / folder).is_dir():
+            return Path(root) / "raw" / folder, train, test
+    folder, train, test = RETINA_LAYOUTS[0]
+    return Path(root) / "raw" / folder, train, test
+
+
 def _build_retina(root: Path, options: dict[str, Any]) -> Arrays:
-    """All sites' images; the domain id of a sample is its site's index (sorted names)."""
+    """All sites' images; the domain id of a sample is its site's index (sorted names; in
+    FedLGD's layout, Drishti, kaggle_arima, RIM, REFUGE as the authors order them)."""
     import torch
 
-    base = Path(root) / "raw" / "retina"
-    layout = f"{base}/<site>/{{train,test}}/<class>/*.png (one folder per site)"
+    base, train_name, test_name = _retina_layout(root)
+    layout = " or ".join(
+        f"{Path(root) / 'raw' / folder}/<site>/{{{train},{test}}}/<class>/*.png"
+        for folder, train, test in RETINA_LAYOUTS
+    ) + " (one folder per site)"
     origin = "FedLGD's retina sites (Drishti, kaggle, RIM, refuge) from their publishers"
     _require_dirs("retina", root, [base], layout, origin)
-    sites = sorted(p.name for p in base.iterdir() if p.is_dir())
-    expected = [base / s / split for s in sites for split in ("train", "test")]
+    sites = _site_order([p.name for p in base.iterdir() if p.is_dir()],
+                        base.name == RETINA_LAYOUTS[1][0])
+    expected = [base / s / split for s in sites for split in (train_name, test_name)]
     _require_dirs("retina", root, expected if sites else [base / "<site>"], layout, origin)
     size = options["size"]
     items = {split: [] for split in ("train", "test")}
     for d, site in enumerate(sites):
-        for split in items:
+        for split, folder in (("train", train_name), ("test", test_name)):
             items[split] += [
                 (f"{d:03d}/{key}", cls, img, d)
-                for key, cls, img in read_image_folder(base / site / split, size)
+                for key, cls, img in read_image_folder(base / site / folder, size)
             ]
     classes = sorted({cls for _, cls, _, _ in items["train"]})
     _check_classes(base, classes, 2)
@@ -276,11 +354,7 @@ DATASETS.add(
     "synthdigits",
     DatasetSpec(
         name="synthdigits",
-        build=_digit_folder_builder(
-            "synthdigits",
-            "SynthDigits (Ganin & Lempitsky, 2015) is distributed by its authors, "
-            "e.g. as FedBN's DIGITS data",
-        ),
+        build=_digit_folder_builder("synthdigits"),
         num_classes=10,
         channels=3,
         size=32,
@@ -294,11 +368,7 @@ DATASETS.add(
     "mnistm",
     DatasetSpec(
         name="mnistm",
-        build=_digit_folder_builder(
-            "mnistm",
-            "MNIST-M (Ganin et al., 2016) is distributed by its authors, "
-            "e.g. as FedBN's DIGITS data",
-        ),
+        build=_digit_folder_builder("mnistm"),
         num_classes=10,
         channels=3,
         size=28,

@@ -16,7 +16,8 @@ are the same on every run.
 - `digits100`: 100 classes `10*a + b`, the two digits a and b side by side.
 - `digits_domains`: the 10 digits in 5 visual styles standing in for the DIGITS benchmark
   (MNIST, SVHN, USPS, SynthDigits, MNIST-M), with per-sample domain ids; option `domains`
-  keeps some of the styles (e.g. 4 of them standing in for PACS's 4 domains).
+  keeps some of the styles (e.g. 4 of them standing in for PACS's 4 domains), option
+  `num_classes` the first n digits (2 classes in 4 styles stand in for FedLGD's RETINA).
 
 With `channels: 3`, `digits10`/`digits100` draw each digit in a colour mixed from a fixed
 per-class tint and a random colour over a random dark background, so colour is a
@@ -328,11 +329,13 @@ def _build_domains(root: Path, options: dict[str, Any]) -> Arrays:
 
     Domain d is the d-th kept style. Each style draws from its own seed (keyed by its index in
     `DOMAIN_STYLES`), so a style's images are the same whichever other styles are kept, and
-    `domains: null` gives the same tensors as before the option existed.
+    `domains: null` gives the same tensors as before the option existed. Option
+    `num_classes` keeps digits 0..n-1; at 10 the tensors are those from before it existed.
     """
     import torch
 
     styles = _kept_styles(options["domains"])
+    num_classes = options["num_classes"]
     pools = digit_pools()
     out = {}
     for split, split_id in SPLITS.items():
@@ -340,7 +343,7 @@ def _build_domains(root: Path, options: dict[str, Any]) -> Arrays:
         for d, style_id in enumerate(styles):
             rng = _rng(3, split_id, style_id)
             gray, y = [], []
-            for c in range(10):
+            for c in range(num_classes):
                 gray.append(
                     warp(
                         pick_sources(pools[split][c], options[f"{split}_per_class"], rng),
@@ -358,7 +361,7 @@ def _build_domains(root: Path, options: dict[str, Any]) -> Arrays:
             _rng(3, split_id, 99), np.concatenate(xs), np.concatenate(ys), np.concatenate(ds)
         )
         out[split] = (torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(dom))
-    names = tuple(str(c) for c in range(10))
+    names = tuple(str(c) for c in range(num_classes))
     return Arrays(
         out["train"][0],
         out["train"][1],
@@ -421,9 +424,11 @@ DATASETS.add(
         size=16,
         source="stand-in",
         description="10 digits in 5 styles standing in for MNIST/SVHN/USPS/SynthDigits/MNIST-M "
-        "(option domains: a list of styles keeps only those)",
+        "(option domains: a list of styles keeps only those; num_classes: the first n digits)",
         # domains: null = all five styles; a list of style names/ids keeps those (renumbered).
-        options={**_options(3, 60, 20, "digits"), "domains": None},
-        choices=_CHOICES,
+        options={**_options(3, 60, 20, "digits"), "domains": None, "num_classes": 10},
+        choices={**_CHOICES, "num_classes": tuple(range(2, 11))},
+        # num_classes came later: at 10 it keeps the earlier cache keys (and tensors)
+        keyless={"num_classes": 10},
     ),
 )
