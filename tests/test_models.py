@@ -26,6 +26,7 @@ def test_registered_names() -> None:
     assert set(ALL_MODELS) == {
         "resnet10",
         "resnet18",
+        "resnet18in",
         "resnet34",
         "resnet50",
         "vgg9",

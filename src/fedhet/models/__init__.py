@@ -16,6 +16,7 @@ FedBR runs it; FedBR Fig. 6a). ``simplecnn`` keeps its own boolean ``projection`
 |---|---|---|---|---|
 | resnet10/18/34 | VHL, FedImpro, FedLGD | layer1-4, penultimate | 512 | |
 | resnet50 | VHL, FedImpro (CIFAR-100) | layer1-4, penultimate | 2048 | |
+| resnet18in | FedLGD (instance norm, avg-pool 4; 4608 → 512 MLP at 96 px) | layer1-4, penultimate | 512 | |
 | vgg9 | VHL, FedImpro (ModerateCNN) | block1-2, conv, penultimate | 512 | |
 | vgg11 | FedImpro, FedBR | block1-4, conv, penultimate (fc false: no conv) | 512 | fc |
 | simplecnn | CCVR, MOON | conv, hidden, penultimate | proj_dim (256) | projection, proj_dim |
@@ -42,7 +43,7 @@ ModelBuilder = Callable[..., "FedModel"]
 # Registered lazily: the names are listable without torch (the workflow's DAG checks them).
 MODELS: Registry[ModelBuilder] = Registry("model")
 for _module, _names in (
-    ("resnet", ("resnet10", "resnet18", "resnet34", "resnet50")),
+    ("resnet", ("resnet10", "resnet18", "resnet18in", "resnet34", "resnet50")),
     ("vgg", ("vgg9", "vgg11")),
     ("cnn", ("simplecnn", "cnn4", "convnet")),
     ("mobilenet", ("mobilenetv2",)),
