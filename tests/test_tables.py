@@ -458,6 +458,7 @@ def test_every_metric_is_declared_once_with_its_header():
         "last_acc": "last ACC (%)",
         "top5_acc": "top-5 mean ACC (%)",
         "local_top5_acc": "local models' ACC (%)",
+        "domain_acc": "ACC (%)",
         "params_m": "Params (M)",
         "step_seconds": "time per step (s)",
         "rounds": "ROUND",
@@ -467,13 +468,14 @@ def test_every_metric_is_declared_once_with_its_header():
         "gain": "gain (pp)",
     }
     assert T.METRIC_NAMES == {**headers, "target": "target ACC (%)"}
-    assert T.SCALE_FREE == {"acc", "last_acc", "top5_acc", "local_top5_acc", "speedup", "lr",
-                            "gain"}
+    assert T.SCALE_FREE == {"acc", "last_acc", "top5_acc", "local_top5_acc", "domain_acc",
+                            "speedup", "lr", "gain"}
     assert T.metric_names() == [
         "acc",
         "last_acc",
         "top5_acc",
         "local_top5_acc",
+        "domain_acc",
         "params_m",
         "step_seconds",
         "rounds",
@@ -482,8 +484,8 @@ def test_every_metric_is_declared_once_with_its_header():
         "lr",
         "gain",
     ]
-    assert T.metric_names("run") == ["acc", "last_acc", "top5_acc", "local_top5_acc", "params_m",
-                                     "step_seconds"]
+    assert T.metric_names("run") == ["acc", "last_acc", "top5_acc", "local_top5_acc",
+                                     "domain_acc", "params_m", "step_seconds"]
     assert T.metric_names("derived") == ["rounds", "speedup", "cost"]
     assert T.metric_names("settings") == ["lr"] and T.metric_names("posthoc") == ["gain"]
     assert sorted(T.metric_names()) == T.METRICS.names()
@@ -507,8 +509,8 @@ def test_values_print_as_their_metric_says():
 def test_unknown_metric_names_list_the_valid_ones():
     from fedhet.registry import UnknownNameError
 
-    valid = ("valid: acc, cost, gain, last_acc, local_top5_acc, lr, params_m, rounds, speedup, "
-             "step_seconds, top5_acc")
+    valid = ("valid: acc, cost, domain_acc, gain, last_acc, local_top5_acc, lr, params_m, rounds, "
+             "speedup, step_seconds, top5_acc")
     with pytest.raises(UnknownNameError, match=f"unknown table metric 'accuracy'; {valid}"):
         T.METRICS.get("accuracy")
     payload = small_payload()

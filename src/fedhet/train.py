@@ -28,7 +28,8 @@ from fedhet.engine.federation import Federation, RoundResult
 from fedhet.partition import load_or_make_partition
 
 CHECKPOINT = "checkpoint.pt"
-DETAIL_KEYS = ("domain_acc", "rotation_acc", "test_sets", "client_acc")  # see Federation.evaluate
+# see Federation.evaluate
+DETAIL_KEYS = ("domain_acc", "domain_loss", "rotation_acc", "test_sets", "client_acc")
 
 
 def git_commit() -> str | None:
@@ -69,6 +70,11 @@ def summarize(history: list[dict[str, Any]], status: str, rounds_trained: int,
     best = int(np.argmax(accs)) if accs else None
     # per-domain, extra-test-set and client-model accuracies of the last evaluated round
     last = {f"last_{key}": history[-1][key] for key in DETAIL_KEYS if history and key in history[-1]}
+    # the unweighted mean over test domains (FedLGD's "Average"), last and best round
+    domain_means = [row["mean_domain_acc"] for row in history if "mean_domain_acc" in row]
+    if domain_means:
+        last["mean_domain_acc_last"] = domain_means[-1]
+        last["mean_domain_acc_best"] = max(domain_means)
     return {
         **last,
         "status": status,

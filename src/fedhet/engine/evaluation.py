@@ -111,15 +111,16 @@ def evaluate_inputs(model: nn.Module, inputs: PreparedTestSet,
                     logit_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
                     groups: torch.Tensor | None = None,
                     slice_size: int | None = None,
-                    ) -> tuple[float, float, dict[int, float]]:
-    """(accuracy, mean loss, {group: accuracy}) of `model` over prepared test inputs, the
-    forward passes in slices of `slice_size` samples (see `exact_slice`)."""
+                    ) -> tuple[float, float, dict[int, tuple[float, float]]]:
+    """(accuracy, mean loss, {group: (accuracy, mean loss)}) of `model` over prepared test
+    inputs, the forward passes in slices of `slice_size` samples (see `exact_slice`)."""
     model.eval()
     autocast = autocast or nullcontext()
     device = inputs.y.device
     correct = torch.zeros((), device=device, dtype=torch.long)
     loss = torch.zeros((), device=device)
     hits = [] if groups is not None else None
+    losses = [] if groups is not None else None
     for xb, yb in inputs:
         with autocast:
             logits = forward_sliced(model, xb, slice_size)
@@ -130,11 +131,14 @@ def evaluate_inputs(model: nn.Module, inputs: PreparedTestSet,
         correct += right.sum()
         if hits is not None:
             hits.append(right)
+            # per sample, besides the sum above, so the overall loss keeps its summation order
+            losses.append(F.cross_entropy(logits.float(), yb, reduction="none"))
     n = inputs.y.numel()
-    per_group: dict[int, float] = {}
+    per_group: dict[int, tuple[float, float]] = {}
     if hits is not None:
-        right = torch.cat(hits)
+        right, each = torch.cat(hits), torch.cat(losses)
         ids = groups.to(right.device)
         for g in torch.unique(ids).tolist():
-            per_group[int(g)] = (right[ids == g].float().mean()).item()
+            mask = ids == g
+            per_group[int(g)] = (right[mask].float().mean().item(), each[mask].mean().item())
     return correct.item() / n, loss.item() / n, per_group

@@ -388,8 +388,13 @@ class Federation:
                                                     slice_size=self.eval_slice(batch_size))
         if per_domain:
             names = self.domain_names or ()
-            more["domain_acc"] = {(names[d] if d < len(names) else str(d)): a
-                                  for d, a in sorted(per_domain.items())}
+            named = {(names[d] if d < len(names) else str(d)): v
+                     for d, v in sorted(per_domain.items())}
+            more["domain_acc"] = {name: a for name, (a, _) in named.items()}
+            more["domain_loss"] = {name: ls for name, (_, ls) in named.items()}
+            # the papers' "Average" over client domains: unweighted
+            more["mean_domain_acc"] = sum(a for a, _ in named.values()) / len(named)
+            more["mean_domain_loss"] = sum(ls for _, ls in named.values()) / len(named)
         sets = [s for p in self.plugins for s in p.test_sets()]
         if sets:
             more["test_sets"] = {

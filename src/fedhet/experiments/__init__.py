@@ -48,7 +48,7 @@ from fedhet.experiments.loading import (
     set_path,
     short_hash,
 )
-from fedhet.experiments.scaling import apply_scale, load_scale
+from fedhet.experiments.scaling import apply_scale, load_scale, scale_for_paper
 from fedhet.names import PAPERS
 
 __all__ = [
@@ -77,6 +77,7 @@ __all__ = [
     "partition_job",
     "plain_copy",
     "read_yaml",
+    "scale_for_paper",
     "set_path",
     "short_hash",
 ]

@@ -321,6 +321,9 @@ def expand_item(
                 cell.values = {m: get_path(first, key) for m in metrics}
             elif "cost" in metrics:
                 cell.values = {"cost_factor": cost_factor(first)}
+            domain = _domain_of(proto, labels)
+            if domain is not None:
+                cell.values = {**cell.values, "domain": domain}
             if not pending and not quoted and kind != "settings":
                 for seed in seeds:
                     # the seed changes nothing else of the resolved settings
@@ -385,6 +388,18 @@ def _declared(name: Any, kind: str, file: str, where: str):
     if name not in valid:
         raise ExperimentError(file, where, f"unknown {kind} '{name}'; valid: {', '.join(valid)}")
     return catalog.method(name)
+
+
+def _domain_of(proto: dict[str, Any], labels: Mapping[str, str]) -> str | None:
+    """The test domain a cell reads (a vocabulary entry with `domain: <name>|mean`): its
+    runs are scored per client domain and the cell shows that domain's accuracy, or their
+    unweighted mean. The entry sets nothing else, so one run serves a whole row."""
+    found = None
+    for axis, value in labels.items():
+        entry = (proto["values"].get(axis) or {}).get(value) or {}
+        if entry.get("domain") is not None:
+            found = str(entry["domain"])
+    return found
 
 
 def _quoted_of(proto: dict[str, Any], axis: str, value: str) -> str | None:

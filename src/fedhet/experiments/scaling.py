@@ -62,6 +62,8 @@ def apply_scale(paper_run: dict[str, Any], scale: dict[str, Any], file: str) -> 
     if mapping:
         ds["name"] = mapping.get("name", name)
         ds["options"] = deep_merge(ds.get("options") or {}, mapping.get("options") or {})
+        if mapping.get("partition"):  # what the stand-in implies (its number of domains)
+            run["partition"] = deep_merge(run.get("partition") or {}, mapping["partition"])
     model = run.setdefault("model", {})
     mname = model.get("name", "simplecnn")
     mmap = (scale.get("models") or {}).get(mname)
@@ -90,13 +92,38 @@ def apply_scale(paper_run: dict[str, Any], scale: dict[str, Any], file: str) -> 
     plugin_params = scale.get("plugins") or {}
     if plugin_params and run.get("plugins"):
         run["plugins"] = [
-            {**p, "params": deep_merge(p.get("params") or {}, plugin_params.get(p["name"]) or {})}
+            {**p, "params": scaled_plugin_params(p, plugin_params.get(p["name"]) or {})}
             for p in run["plugins"]
         ]
     if run.get("plugins"):
         run["plugins"] = [scale_plugin_datasets(p, scale) for p in run["plugins"]]
     run["runtime"] = deep_merge(run.get("runtime") or {}, scale.get("runtime") or {})
     return run
+
+
+def scaled_plugin_params(plugin: Mapping[str, Any], forced: Mapping[str, Any]) -> dict[str, Any]:
+    """A plug-in's parameters at a scale: the scale's values replace the cell's, except that
+    `{times: f}` for a numeric parameter multiplies the cell's value (or the declared default)
+    by f, so a sweep over that parameter stays a sweep at a smaller scale (FedLGD's local and
+    server distillation steps). An int stays an int, and one of at least 1 stays at least 1."""
+    params = plugin.get("params") or {}
+    declared = (catalog.method(plugin["name"]).params
+                if plugin.get("name") in catalog.names("plugin") else {})
+    plain, scaled = {}, {}
+    for key, value in forced.items():
+        param = declared.get(key)
+        if (isinstance(value, Mapping) and set(value) == {"times"} and param is not None
+                and param.value_kind in ("int", "number")):
+            base = params.get(key, param.default)
+            if base is None:
+                continue
+            product = base * float(value["times"])
+            if param.value_kind == "int":
+                product = max(int(round(product)), 1 if base >= 1 else 0)
+            scaled[key] = product
+        else:
+            plain[key] = value
+    return {**deep_merge(params, plain), **scaled}
 
 
 def scale_plugin_datasets(plugin: dict[str, Any], scale: Mapping[str, Any]) -> dict[str, Any]:

@@ -96,6 +96,36 @@ def _final(attribute: str) -> Callable[[CellState], Value]:
     return compute
 
 
+def _domain_acc(state: CellState) -> Value:
+    """The last round's accuracy on the cell's test domain, per seed, then mean ± std. The
+    vocabulary's `domain:` names the domain, or gives its position in the dataset's domain
+    order (an integer: a stand-in's domains are named differently from the real sites), or
+    `mean` for the unweighted mean over the run's domains."""
+    domain = state.cell["values"].get("domain")
+    if domain is None:
+        raise ValueError(
+            f"metric domain_acc needs a test domain; cell {state.cell['labels']} has none: give "
+            "one of its axis values `domain: <name or position>` or `domain: mean`")
+    values = []
+    for run in state.runs():
+        names = list(run.domain_acc)
+        if run.status == DIVERGED:
+            values.append(NAN)
+        elif domain == "mean":
+            values.append(run.mean_domain_acc)
+        elif domain in run.domain_acc:
+            values.append(run.domain_acc[domain])
+        elif domain.isdigit() and int(domain) < len(names):
+            values.append(run.domain_acc[names[int(domain)]])
+        else:
+            raise ValueError(
+                f"cell {state.cell['labels']} reads test domain '{domain}', which its runs do "
+                f"not score (they score: {', '.join(names) or 'no domains'}); fix the "
+                "vocabulary's `domain:` entry")
+    m, s, n = mean_std(values)
+    return m, s, n, state.status
+
+
 def _rounds(state: CellState) -> Value:
     m, s, n, status = state.rounds
     if state.status == DIVERGED and is_nan(m):
@@ -166,6 +196,16 @@ _DECLARED = (
         source="final.json: mean test accuracy of the round's client models, mean of the five "
         "best rounds (eval.client_models)",
         compute=_final("local_top5_acc"),
+    ),
+    Metric(
+        name="domain_acc",
+        header="ACC (%)",
+        scale_free=True,
+        kind="run",
+        source="final.json: the last round's accuracy on the cell's test domain, or the "
+        "unweighted mean over the domains (vocabulary `domain:`)",
+        compute=_domain_acc,
+        text=_one_decimal,
     ),
     Metric(
         name="params_m",

@@ -25,6 +25,10 @@ class RunResult:
     params_m: float = NAN  # millions of parameters sent to a client per round
     step_seconds: float = NAN  # seconds of one local step of all the round's clients
     gain: float = NAN  # post-hoc results only: accuracy after − before calibration (pp)
+    # multi-domain test sets: accuracy per domain of the last evaluated round and their
+    # unweighted mean (%)
+    domain_acc: dict[str, float] = field(default_factory=dict)
+    mean_domain_acc: float = NAN
 
 
 def load_run(run_dir: str | Path) -> RunResult:
@@ -80,6 +84,9 @@ def result_from(final: Mapping[str, Any], curve: Sequence[tuple[int, float]]) ->
         local_top5_acc=NAN if diverged else _pct(final.get("local_top5_mean_acc")),
         params_m=_scaled(final.get("communicated_params"), 1e-6),
         step_seconds=_scaled(final.get("mean_step_seconds"), 1.0),
+        domain_acc={} if diverged else {str(k): _pct(v) for k, v in
+                                        (final.get("last_domain_acc") or {}).items()},
+        mean_domain_acc=NAN if diverged else _pct(final.get("mean_domain_acc_last")),
     )
 
 
