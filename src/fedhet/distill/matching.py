@@ -56,27 +56,46 @@ def images_from_statistics(mu: Tensor, sigma: Tensor, ipc: int, size: int,
 
 
 def dm_loss(embed: Callable[[Tensor], Tensor], real: list[Tensor], synthetic: list[Tensor],
-            draws: list[dsa.Draw | None]) -> Tensor:
+            draws: list[dsa.Draw | None], batched: bool = True) -> Tensor:
     """Eq. 2: Σ_c ‖mean ψ(A(real_c)) − mean ψ(A(syn_c))‖², one Siamese draw A per class (None:
-    no augmentation); ψ(real) is detached. Classes with no real images are skipped."""
-    total = None
-    for real_c, syn_c, d in zip(real, synthetic, draws):
-        if len(real_c) == 0 or len(syn_c) == 0:
-            continue
-        if d is not None:
-            real_c, syn_c = dsa.augment(real_c, d), dsa.augment(syn_c, d)
-        with torch.no_grad():
-            target = embed(real_c).flatten(1).mean(0)
-        gap = ((target - embed(syn_c).flatten(1).mean(0)) ** 2).sum()
-        total = gap if total is None else total + gap
-    if total is None:
+    no augmentation); ψ(real) is detached. Classes with no real images are skipped.
+
+    `batched` embeds every class's images in one pass (two in all), which equals one pass per
+    class for a network that normalises each sample on its own (instance or group norm, as
+    FedLGD's); a network with batch norm must be embedded class by class (`batched=False`)."""
+    kept = [(r, s, d) for r, s, d in zip(real, synthetic, draws) if len(r) and len(s)]
+    if not kept:
         raise ValueError("distribution matching needs at least one class with real images")
-    return total
+    kept = [(dsa.augment(r, d), dsa.augment(s, d)) if d is not None else (r, s)
+            for r, s, d in kept]
+    if not batched:
+        total = None
+        for real_c, syn_c in kept:
+            with torch.no_grad():
+                target = embed(real_c).flatten(1).mean(0)
+            gap = ((target - embed(syn_c).flatten(1).mean(0)) ** 2).sum()
+            total = gap if total is None else total + gap
+        return total
+    with torch.no_grad():
+        targets = _class_means(embed(torch.cat([r for r, _ in kept])), [len(r) for r, _ in kept])
+    means = _class_means(embed(torch.cat([s for _, s in kept])), [len(s) for _, s in kept])
+    return ((targets - means) ** 2).sum()
+
+
+def _class_means(features: Tensor, sizes: list[int]) -> Tensor:
+    """Mean feature of each consecutive block of `sizes` rows: [len(sizes), D]."""
+    return torch.stack([f.mean(0) for f in features.flatten(1).split(sizes)])
+
+
+def per_sample_norm(model: nn.Module) -> bool:
+    """Whether `model` treats each sample on its own (no batch norm), so that embedding all
+    classes in one pass equals embedding them one by one."""
+    return not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
 def dm_step_loss(embed: Callable[[Tensor], Tensor], x_real: Tensor, y_real: Tensor,
                  images: Tensor, ipc: int, real_batch: int, ratios: Mapping[str, float],
-                 real_keys: tuple, dsa_keys: tuple) -> Tensor:
+                 real_keys: tuple, dsa_keys: tuple, batched: bool = True) -> Tensor:
     """One distribution-matching step of a client (Eq. 2): for each class it holds, `real_batch`
     of its real images without replacement (a draw keyed by `real_keys` + (class,)), its `ipc`
     virtual images of class-major `images`, and one Siamese draw (keyed by `dsa_keys` +
@@ -92,7 +111,7 @@ def dm_step_loss(embed: Callable[[Tensor], Tensor], x_real: Tensor, y_real: Tens
                                [:real_batch]]])
         synthetic.append(images[c * ipc:(c + 1) * ipc])
         draws.append(dsa.draw(generator(torch.device("cpu"), *dsa_keys, c), size, ratios))
-    return dm_loss(embed, real, synthetic, draws)
+    return dm_loss(embed, real, synthetic, draws, batched)
 
 
 def gm_distance(synthetic: list[Tensor], target: list[Tensor]) -> Tensor:

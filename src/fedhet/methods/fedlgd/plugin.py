@@ -16,6 +16,7 @@ from fedhet.distill.matching import (
     dm_step_loss,
     gm_distance,
     match,
+    per_sample_norm,
     synthetic_gradient,
     update_target,
 )
@@ -113,12 +114,13 @@ class FedLGD(Distilled):
         y_real = fed.y_train[idx]
         ipc, ratios = int(hp["ipc"]), dict(hp["dsa"])
         model.train()
+        batched = per_sample_norm(model)
 
         def loss_of(images: Tensor, step: int) -> Tensor:
             return dm_step_loss(model.features, x_real, y_real, images, ipc,
                                 int(hp["real_batch"]), ratios,
                                 (fed.seed, "dm-real", round, client, step),
-                                (fed.seed, "dsa", round, client, step))
+                                (fed.seed, "dsa", round, client, step), batched)
 
         return match(self.x[client], loss_of, int(hp["local_steps"]), float(hp["lr_img"]),
                      float(hp["img_momentum"]))
