@@ -189,13 +189,19 @@ class Artefact:
 class ArtefactFamily:
     """A kind of cached artefact, written to `resources/datasets/<name>/<key>.pt` (+ `.sha256`).
 
-    `command` is the shell command that builds one, with `{params.settings:q}` standing for the
+    `command` is the shell command that builds one, with `{settings}` standing for the
     artefact's settings as JSON; the artefacts' directory is `resources/datasets`."""
 
     name: str
     command: str
     summary: str
     runtime_factor: float = 2.0  # minutes, in units of the scale's `runtime_base`
+
+    def shell(self, settings: str) -> str:
+        """The command that builds the artefact of these settings (JSON), quoted for a shell."""
+        import shlex
+
+        return self.command.format(settings=shlex.quote(settings))
 
 
 RunFn = Callable[[Mapping[str, Any], Mapping[str, Any]], Any]  # (resolved run, params) → …

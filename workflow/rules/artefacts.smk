@@ -29,8 +29,9 @@ for _family in ARTEFACT_FAMILIES.values():
                 RES["runtime_base"] * f.runtime_factor * attempt
             ),
         params:
-            settings=lambda wildcards, f=_family: artefact_settings(
-                f.name, wildcards.key
+            # bound per family here: a shell directive reads loop variables when a job runs
+            command=lambda wildcards, f=_family: f.shell(
+                artefact_settings(f.name, wildcards.key)
             ),
         shell:
-            _family.command + " > {log} 2>&1"
+            "{params.command} > {log} 2>&1"

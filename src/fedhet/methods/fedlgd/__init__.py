@@ -19,7 +19,7 @@ from fedhet.declare import Artefact, ArtefactFamily, Method, Param
 
 DISTILLED_DATA = ArtefactFamily(
     name="distilled",
-    command="fedhet distill --settings {params.settings:q} --root resources/datasets"
+    command="fedhet distill --settings {settings} --root resources/datasets"
     " --partitions resources/partitions",
     summary="FedLGD's initial local virtual data of every client (statistics initialisation "
     "and distribution matching), one per dataset, partition and distillation setting",

@@ -14,7 +14,7 @@ from fedhet.declare import Artefact, ArtefactFamily, DatasetParam, Method, Param
 
 VIRTUAL_DATA = ArtefactFamily(
     name="virtual",
-    command="fedhet virtual-data --settings {params.settings:q} --root resources/datasets",
+    command="fedhet virtual-data --settings {settings} --root resources/datasets",
     summary="VHL's virtual datasets: generated images (StyleGAN-style, noise, CNN) or a "
     "real-image subset, one per generator setting",
 )
