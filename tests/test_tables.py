@@ -465,11 +465,13 @@ def test_every_metric_is_declared_once_with_its_header():
         "speedup": "speed-up",
         "cost": "samples to target (× N)",
         "lr": "lr",
+        "count": "count",
+        "flops": "FLOPs",
         "gain": "gain (pp)",
     }
     assert T.METRIC_NAMES == {**headers, "target": "target ACC (%)"}
     assert T.SCALE_FREE == {"acc", "last_acc", "top5_acc", "local_top5_acc", "domain_acc",
-                            "speedup", "lr", "gain"}
+                            "speedup", "lr", "count", "flops", "gain"}
     assert T.metric_names() == [
         "acc",
         "last_acc",
@@ -482,12 +484,15 @@ def test_every_metric_is_declared_once_with_its_header():
         "speedup",
         "cost",
         "lr",
+        "count",
+        "flops",
         "gain",
     ]
     assert T.metric_names("run") == ["acc", "last_acc", "top5_acc", "local_top5_acc",
                                      "domain_acc", "params_m", "step_seconds"]
     assert T.metric_names("derived") == ["rounds", "speedup", "cost"]
     assert T.metric_names("settings") == ["lr"] and T.metric_names("posthoc") == ["gain"]
+    assert T.metric_names("analytic") == ["count", "flops"]
     assert sorted(T.metric_names()) == T.METRICS.names()
     for name in T.METRICS.names():
         metric = T.METRICS.get(name)
@@ -509,8 +514,8 @@ def test_values_print_as_their_metric_says():
 def test_unknown_metric_names_list_the_valid_ones():
     from fedhet.registry import UnknownNameError
 
-    valid = ("valid: acc, cost, domain_acc, gain, last_acc, local_top5_acc, lr, params_m, rounds, "
-             "speedup, step_seconds, top5_acc")
+    valid = ("valid: acc, cost, count, domain_acc, flops, gain, last_acc, local_top5_acc, lr, "
+             "params_m, rounds, speedup, step_seconds, top5_acc")
     with pytest.raises(UnknownNameError, match=f"unknown table metric 'accuracy'; {valid}"):
         T.METRICS.get("accuracy")
     payload = small_payload()

@@ -36,7 +36,7 @@ from fedhet.experiments.jobs import (
     partition_args,
     partition_job,
 )
-from fedhet.experiments.kinds import TABLE_KINDS
+from fedhet.experiments.kinds import RUNLESS_KINDS, TABLE_KINDS
 from fedhet.experiments.loading import (
     ExperimentError,
     Loader,
@@ -53,6 +53,7 @@ from fedhet.names import PAPERS
 
 __all__ = [
     "PAPERS",
+    "RUNLESS_KINDS",
     "TABLE_KINDS",
     "Cell",
     "Experiment",

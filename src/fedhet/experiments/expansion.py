@@ -11,7 +11,7 @@ from fedhet import catalog, names
 from fedhet.config import ConfigError, resolve_run, run_id
 from fedhet.experiments.cells import Cell, Item
 from fedhet.experiments.jobs import calibration_job, cost_factor
-from fedhet.experiments.kinds import TABLE_KINDS
+from fedhet.experiments.kinds import RUNLESS_KINDS, TABLE_KINDS
 from fedhet.experiments.loading import (
     ExperimentError,
     Loader,
@@ -319,12 +319,14 @@ def expand_item(
             if kind == "settings":
                 key = spec.get("setting_key", "training.lr")
                 cell.values = {m: get_path(first, key) for m in metrics}
+            elif kind == "analytic":
+                cell.values = {"function": _analytic_function(spec, file, base)}
             elif "cost" in metrics:
                 cell.values = {"cost_factor": cost_factor(first)}
             domain = _domain_of(proto, labels)
             if domain is not None:
                 cell.values = {**cell.values, "domain": domain}
-            if not pending and not quoted and kind != "settings":
+            if not pending and not quoted and kind not in RUNLESS_KINDS:
                 for seed in seeds:
                     # the seed changes nothing else of the resolved settings
                     resolved = first if seed == seeds[0] else {**plain_copy(first), "seed": seed}
@@ -338,7 +340,7 @@ def expand_item(
                         if calibrations is not None:
                             calibrations.setdefault(cid, job)
                         cell.calibrations.append(cid)
-            if pending and not quoted and kind != "settings":
+            if pending and not quoted and kind not in RUNLESS_KINDS:
                 skipped = [n for n in pending if n in skip_plugins]
                 cell.pending = (
                     f"method skipped by config (skip_plugins): {', '.join(skipped)}"
@@ -388,6 +390,19 @@ def _declared(name: Any, kind: str, file: str, where: str):
     if name not in valid:
         raise ExperimentError(file, where, f"unknown {kind} '{name}'; valid: {', '.join(valid)}")
     return catalog.method(name)
+
+
+def _analytic_function(spec: Mapping[str, Any], file: str, where: str) -> str:
+    """The registered function an analytic table's cells are computed by (checked here, so a
+    typo stops the DAG, not the table job)."""
+    from fedhet.tables.analytic import ANALYTIC
+
+    name = spec.get("function")
+    if name not in ANALYTIC:
+        raise ExperimentError(file, f"{where}.function",
+                              f"unknown analytic function {name!r}; valid: "
+                              f"{', '.join(ANALYTIC.names())}")
+    return name
 
 
 def _domain_of(proto: dict[str, Any], labels: Mapping[str, str]) -> str | None:

@@ -20,6 +20,7 @@ from fedhet.tables.metrics import (
     TARGET,
     CellState,
     Value,
+    analytic_value,
     lookup,
     setting_value,
     uses_rounds,
@@ -63,18 +64,23 @@ def _line(payload, scale, row, column, metric, paper, paper_std, mean, std, n, s
 
 
 def _check_metrics(payload: Mapping[str, Any]) -> None:
-    """Every metric of every cell is registered, and settings metrics only in settings tables."""
-    settings_table = payload["kind"] == "settings"
+    """Every metric of every cell is registered, settings metrics only in settings tables and
+    analytic metrics only in analytic tables (and those tables show nothing else)."""
     for cell in payload["cells"]:
         for name in cell["metrics"]:
             try:
                 metric = METRICS.get(name)
             except UnknownNameError as err:
                 raise ValueError(f"table {payload['id']}: {err}") from None
-            if metric.kind == "settings" and not settings_table:
+            if metric.kind == "settings" and payload["kind"] != "settings":
                 raise ValueError(
                     f"table {payload['id']}: metric '{name}' is a run setting, shown only in "
                     "settings tables"
+                )
+            if (metric.kind == "analytic") != (payload["kind"] == "analytic"):
+                raise ValueError(
+                    f"table {payload['id']}: metric '{name}' is not shown in tables of kind "
+                    f"{payload['kind']} (analytic metrics go in analytic tables only)"
                 )
 
 
@@ -145,7 +151,7 @@ def compute_table(
     # per-cell accuracies (cells with runs of ours)
     acc: dict[int, Value] = {}
     for i, cell in enumerate(cells):
-        if cell["pending"] or cell.get("quoted") or kind == "settings":
+        if cell["pending"] or cell.get("quoted") or kind in ("settings", "analytic"):
             continue
         runs = [results[r] for r in cell.get("calibrations") or cell["run_ids"]]
         m, s, n = mean_std([r.best_acc for r in runs])
@@ -170,6 +176,8 @@ def compute_table(
                 value, note = (NAN, NAN, 0, QUOTED), cell["quoted"]
             elif kind == "settings":
                 value = setting_value(state)
+            elif kind == "analytic":
+                value = analytic_value(state)
             elif cell["pending"]:
                 value, note = (NAN, NAN, 0, PENDING), cell["pending"]
             else:

@@ -9,7 +9,8 @@ Kinds (where the numbers come from):
 - run: each seed's `final.json` (a post-hoc cell's: its calibration's `acc_after`);
 - derived: each seed's curve (`metrics.jsonl`) and the table's target accuracy;
 - settings: a resolved run setting of the cell (settings tables, no run);
-- posthoc: a post-hoc calibration of each seed's run (CCVR's gain).
+- posthoc: a post-hoc calibration of each seed's run (CCVR's gain);
+- analytic: a registered function of the cell's labels (analytic tables, no run).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fedhet.tables.maths import mean_std, speedup
 from fedhet.tables.results import RunResult
 from fedhet.tables.schema import CONFIG, DIVERGED, NAN, NEVER, OK, PENDING, is_nan
 
-KINDS = ("run", "derived", "settings", "posthoc")
+KINDS = ("run", "derived", "settings", "posthoc", "analytic")
 
 # mean, std, seeds, status of one cell's metric
 Value = tuple[float, float, int, str]
@@ -61,6 +62,14 @@ def _general(value: float) -> str:
 
 
 def _significant(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def _si(value: float) -> str:
+    """A count with an SI prefix, as the papers print them (311K, 11.2M)."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{prefix}"
     return f"{value:.3g}"
 
 
@@ -154,6 +163,14 @@ def setting_value(state: CellState) -> Value:
     """A settings table's cell: the resolved setting the table shows (no run)."""
     value = state.cell["values"].get(state.metric)
     return (NAN if value is None else float(value)), NAN, 0, CONFIG
+
+
+def analytic_value(state: CellState) -> Value:
+    """An analytic table's cell: its function (`fedhet.tables.analytic`) of its labels."""
+    from fedhet.tables.analytic import ANALYTIC
+
+    function = ANALYTIC.get(state.cell["values"]["function"])
+    return function(state.cell["labels"]), NAN, 0, OK
 
 
 def _gain(state: CellState) -> Value:
@@ -260,6 +277,26 @@ _DECLARED = (
         source="the cell's resolved run setting (the table's setting_key), no run",
         compute=setting_value,
         text=_general,
+    ),
+    Metric(
+        name="count",
+        header="count",
+        scale_free=True,
+        kind="analytic",
+        source="the analytic table's function: parameters of the paper's model or values of "
+        "its virtual data, computed from the model and image sizes (no run)",
+        compute=analytic_value,
+        text=_si,
+    ),
+    Metric(
+        name="flops",
+        header="FLOPs",
+        scale_free=True,
+        kind="analytic",
+        source="the analytic table's function: floating-point operations of the paper's "
+        "setting from torch's FLOP counter (2 per multiply-add; no run)",
+        compute=analytic_value,
+        text=_si,
     ),
     Metric(
         name="gain",
