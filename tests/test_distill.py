@@ -17,6 +17,7 @@ from fedhet.distill.matching import (
     gm_distance,
     images_from_statistics,
     match,
+    per_sample_norm,
     synthetic_gradient,
     update_target,
 )
@@ -124,6 +125,25 @@ def test_distribution_matching_closes_the_gap_of_class_mean_embeddings():
     assert losses[0] == pytest.approx(sum(before), rel=1e-5)
     assert all(a < 0.05 * b for a, b in zip(after, before)), (before, after)
     assert all(p.grad is None for p in embed.parameters())
+
+
+def test_one_pass_over_all_classes_equals_one_pass_per_class_without_batch_norm():
+    """Embedding every class at once is only a speed-up for a per-sample-normalised network
+    (FedLGD's ConvNet); with batch norm the classes would share statistics, so it is refused."""
+    torch.manual_seed(0)
+    convnet = build_model("convnet", 3, 3, 16, width=0.125)
+    real = [torch.randn(5, 3, 16, 16) + c for c in range(3)]
+    synthetic = [torch.randn(2, 3, 16, 16, requires_grad=True) for _ in range(3)]
+    draws = [dsa.draw(torch.Generator().manual_seed(c), 16) for c in range(3)]
+    assert per_sample_norm(convnet)
+    one = dm_loss(convnet.features, real, synthetic, draws, batched=True)
+    each = dm_loss(convnet.features, real, synthetic, draws, batched=False)
+    assert float(one) == pytest.approx(float(each), rel=1e-5)
+    g_one = torch.autograd.grad(one, synthetic)
+    g_each = torch.autograd.grad(each, synthetic)
+    for a, b in zip(g_one, g_each):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    assert not per_sample_norm(build_model("resnet18", 3, 3, 16, width=0.125))
 
 
 def test_gm_distance_by_hand():
