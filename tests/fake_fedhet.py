@@ -56,6 +56,10 @@ def main(argv: list[str]) -> int:
     p = sub.add_parser("virtual-data")
     p.add_argument("--settings", required=True)
     p.add_argument("--root", default="resources/datasets")
+    p = sub.add_parser("distill")
+    p.add_argument("--settings", required=True)
+    p.add_argument("--root", default="resources/datasets")
+    p.add_argument("--partitions", default="resources/partitions")
     p = sub.add_parser("virtual-grid")
     for flag in ("--data", "--out", "--per-class", "--title"):
         p.add_argument(flag)
@@ -72,11 +76,27 @@ def main(argv: list[str]) -> int:
     for flag in ("--run", "--out", "--local-steps", "--samples", "--seed", "--threads",
                  "--device", "--title", "--note"):
         p.add_argument(flag)
+    p = sub.add_parser("figure-data")
+    p.add_argument("kind")
+    p.add_argument("--runs", nargs="+")
+    for flag in ("--artefact", "--options", "--out", "--device"):
+        p.add_argument(flag)
     args = parser.parse_args(argv)
+    if args.command == "figure-data":
+        return figure_data(args)
     if args.command == "bias":
         return bias(args)
     if args.command in ("virtual-data", "virtual-grid", "client-tsne", "invert"):
         return vhl_command(args)
+    if args.command == "distill":
+        from fedhet.distill.spec import distilled_path
+
+        path = distilled_path(json.loads(args.settings), args.root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(args.settings)
+        Path(f"{path}.sha256").write_text("fake\n")
+        log(f"distill {path.name}")
+        return 0
 
     if args.command == "prepare-data":
         path = Path(args.root) / f"{args.dataset}-fake.pt"
@@ -107,6 +127,8 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     accs = [top * min(1.0, (r + 1) / (0.6 * rounds)) for r in range(rounds)]
+    domains = domain_names(run)
+    history = []
     with open(out / "metrics.jsonl", "w", encoding="utf-8") as fh:
         for r, acc in enumerate(accs, start=1):
             rec = {
@@ -125,7 +147,13 @@ def main(argv: list[str]) -> int:
             }
             if run["eval"]["client_models"]:
                 rec["local_test_acc"] = acc / 2
+            if domains:  # the test domains' accuracies spread around the overall one
+                rec["domain_acc"] = {d: acc * (0.8 + 0.1 * (i % 5)) for i, d in enumerate(domains)}
+                rec["domain_loss"] = {d: 1 - a for d, a in rec["domain_acc"].items()}
+                rec["mean_domain_acc"] = sum(rec["domain_acc"].values()) / len(domains)
+                rec["mean_domain_loss"] = 1 - rec["mean_domain_acc"]
             fh.write(json.dumps(rec) + "\n")
+            history.append(rec)
     best = max(accs)
     final = {
         "status": "completed",
@@ -141,6 +169,15 @@ def main(argv: list[str]) -> int:
     }
     if run["eval"]["client_models"]:
         final["local_top5_mean_acc"] = best / 2
+    if domains:
+        final["last_domain_acc"] = history[-1]["domain_acc"]
+        final["last_domain_loss"] = history[-1]["domain_loss"]
+        final["mean_domain_acc_last"] = history[-1]["mean_domain_acc"]
+        final["mean_domain_acc_best"] = max(h["mean_domain_acc"] for h in history)
+    if any(p["name"] == "fedlgd" for p in run.get("plugins") or []):  # its final virtual data
+        virtual = out / "plugins" / "fedlgd" / "fedlgd_virtual.pt"
+        virtual.parent.mkdir(parents=True, exist_ok=True)
+        virtual.write_bytes(b"fake")
     if any(p["name"] == "fedimpro" for p in run.get("plugins") or []):  # its saved statistics
         stats = out / "plugins" / "fedimpro" / "shared_statistics.pt"
         stats.parent.mkdir(parents=True, exist_ok=True)
@@ -199,6 +236,77 @@ def bias(args: argparse.Namespace) -> int:
     (out / "bias.png").write_bytes(b"\x89PNG fake")
     log(f"bias {args.run}")
     return 0
+
+
+FIGURE_DATA_NEEDS = {  # files of each run a kind reads
+    "membership": ("final.json", "model.pt"),
+    "domain-tsne": ("final.json", "model.pt"),
+    "pixel-hist": ("resolved.yaml",),
+    "virtual-images": ("plugins/fedlgd/fedlgd_virtual.pt",),
+}
+
+
+def figure_data(args: argparse.Namespace) -> int:
+    """OUT as `fedhet figure-data KIND` writes it: the kind's structure, made-up numbers."""
+    needed = ([Path(args.artefact)] if args.artefact else
+              [Path(r) / name for r in args.runs for name in FIGURE_DATA_NEEDS.get(args.kind, ())])
+    for path in needed:
+        if not path.exists():
+            print(f"missing {path}", file=sys.stderr)
+            return 1
+    options = json.loads(args.options or "{}")
+    runs = [Path(r).name for r in args.runs or []]
+    wanted = options.get("clients")
+    clients = (list(wanted) if isinstance(wanted, list) else list(range(int(wanted or 2))))
+    if args.kind == "membership":
+        result = {"runs": [{"run": r, "auc": 0.5, "tpr_at_1pct_fpr": 0.01, "members": 100,
+                            "nonmembers": 100, "fpr": [0.0, 0.01, 0.1, 1.0],
+                            "tpr": [0.0, 0.01, 0.1, 1.0]} for r in runs]}
+    elif args.kind == "domain-tsne":
+        domains = [str(d) for d in options.get("domains") or ("domain 0", "domain 1")]
+        result = {"runs": [{"run": r, "domains": domains, "num_classes": 2, "points": [
+            {"x": float(i), "y": float(-i), "class": i % 2, "domain": d}
+            for i, d in enumerate(domains * 2)]} for r in runs]}
+    elif args.kind == "distilled-tsne":
+        result = {"artefact": Path(args.artefact).stem, "num_classes": 2,
+                  "clients": [{"client": k, "domain": None} for k in clients],
+                  "points": [{"x": float(i), "y": float(k), "class": i % 2, "client": k,
+                              "kind": "distilled" if i == 2 else "original"}
+                             for k in clients for i in range(3)]}
+    elif args.kind == "pixel-hist":
+        bins = int(options.get("bins", 64))
+        result = {"run": runs[0], "num_clients": len(clients), "channels": 3,
+                  "edges": [b * 256 / bins for b in range(bins + 1)],
+                  "clients": [{"client": k, "domain": None, "images": 10,
+                               "shares": [[1 / bins] * bins] * 3} for k in clients]}
+    else:  # virtual-images: 2×2 RGB images, classes 0 and 1
+        image = [[[0, 128, 255], [255, 128, 0]], [[0, 0, 0], [255, 255, 255]]]
+        panels = [{"client": k, "count": 2, "labels": [0, 1], "images": [image, image]}
+                  for k in [*clients, None]]
+        result = {"num_classes": 2, "num_clients": len(clients), "height": 2, "width": 2,
+                  "channels": 3, "per_class": int(options.get("per_class", 4)),
+                  "panels": panels}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result))
+    log(f"figure-data {args.kind} {' '.join(runs) or Path(args.artefact).name}")
+    return 0
+
+
+def domain_names(run: dict) -> list[str] | None:
+    """The test domains of a multi-domain stand-in, named as its builder names them."""
+    from fedhet.data import describe
+
+    name = run["dataset"]["name"]
+    options = describe(name, run["dataset"].get("options"))["options"]
+    if name == "digits_domains":
+        from fedhet.data.standins import DOMAIN_NAMES
+
+        kept = options["domains"] or DOMAIN_NAMES
+        return [d if isinstance(d, str) else DOMAIN_NAMES[d] for d in kept]
+    if name == "digits_corrupted":
+        return [f"{c}-{k}" for c in options["corruptions"]
+                for k in range(options["clients_per_corruption"])]
+    return None
 
 
 def vhl_command(args: argparse.Namespace) -> int:

@@ -254,7 +254,7 @@ def test_ci_target_touches_every_rule_and_method(workdir):
     # are unit-tested (tests/test_tables.py, tests/test_vhl_workflow.py)
     assert kinds >= {"accuracy", "settings", "curve", "tsne", "virtual_grid"}
     plugins = {p["name"] for r in all_runs for p in exp.runs[r]["plugins"]}
-    assert plugins >= {"vhl", "feddf"}
+    assert plugins >= {"vhl", "feddf", "distilled", "fedlgd"}
 
 
 @pytest.mark.parametrize(

@@ -394,12 +394,14 @@ def calibration_settings(wildcards, output):
     return json.dumps(settings, sort_keys=True, separators=(",", ":"))
 
 
-def scenario_note():
+def scenario_note(paper=None):
     """One line saying what this scale is (shown under every table and figure, and in the
     report): the scale's description, and its share of the papers' rounds read from its own
-    `rounds` setting."""
-    text = " ".join(str(EXP.scale_config.get("description", "")).split()).rstrip(".")
-    rounds = EXP.scale_config["rounds"]
+    `rounds` setting; for one paper, with that paper's own scale keys (its `description` and
+    `rounds` under `papers.<paper>`)."""
+    scale = X.scale_for_paper(EXP.scale_config, paper) if paper else EXP.scale_config
+    text = " ".join(str(scale.get("description", "")).split()).rstrip(".")
+    rounds = scale["rounds"]
     if float(rounds["factor"]) == 1.0:
         return f"{text}."
     share = f"{100 * float(rounds['factor']):g}%"
@@ -413,7 +415,7 @@ config["scale_note"] = scenario_note()
 # Params of the figure rules (workflow/rules/figures.smk).
 FIGURE_PARAMS = {
     "payload": figure_payload,
-    "note": scenario_note(),
+    "note": lambda wildcards: scenario_note(wildcards.paper),
     "script": lambda wildcards: figure_kind(wildcards).script,
     "caption": lambda wildcards: figure_kind(wildcards).caption,
     "results": f"results/{SCALE}",

@@ -22,7 +22,7 @@ rule table:
         "../../envs/fedhet.yaml"
     params:
         payload=table_payload,
-        note=scenario_note(),
+        note=lambda wildcards: scenario_note(wildcards.paper),
     script:
         "../scripts/make_table.py"
 

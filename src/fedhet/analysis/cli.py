@@ -1,5 +1,5 @@
-"""`fedhet invert` and `fedhet bias`: their arguments, without importing torch until one of
-them runs (the other commands start faster)."""
+"""`fedhet invert`, `fedhet bias` and `fedhet figure-data`: their arguments, without importing
+torch until one of them runs (the other commands start faster)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,12 @@ import argparse
 import importlib
 from collections.abc import Callable
 from typing import Any
+
+from fedhet.cli_args import json_object
+
+# the kinds of `fedhet figure-data` (fedhet.analysis.figure_data.KINDS)
+FIGURE_DATA_KINDS = ("membership", "domain-tsne", "distilled-tsne", "pixel-hist",
+                     "virtual-images")
 
 
 def _command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
@@ -48,3 +54,17 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--title", default="")
     p.add_argument("--note", default="")
     p.set_defaults(func=_command("fedhet.analysis.bias", "cmd_bias"))
+
+    p = sub.add_parser("figure-data", help="the data of a model- or dataset-based figure "
+                                           "(membership ROC, t-SNEs, pixel histograms, "
+                                           "virtual images) as JSON")
+    p.add_argument("kind", choices=FIGURE_DATA_KINDS)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--runs", nargs="+", help="run directories (pixel-hist: one)")
+    source.add_argument("--artefact", help="cached artefact .pt (distilled-tsne), or a "
+                                           "fedlgd_virtual.pt (virtual-images)")
+    p.add_argument("--options", type=json_object, default={},
+                   help="the kind's options as a JSON object (e.g. {\"samples\": 2000})")
+    p.add_argument("--out", required=True, help="JSON to write")
+    p.add_argument("--device", default="auto", help="for the kinds that run a model")
+    p.set_defaults(func=_command("fedhet.analysis.figure_data", "cmd_figure_data"))

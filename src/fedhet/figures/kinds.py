@@ -53,6 +53,26 @@ def first_artefact(item: Item, exp: Experiment, base: str) -> list[str]:
     raise ValueError(f"{item.target}: none of its runs reads a cached artefact")
 
 
+def first_run_files(*names: str) -> Inputs:
+    """`names` of the item's first run (the first seed of its first cell with runs)."""
+    def inputs(item: Item, exp: Experiment, base: str) -> list[str]:
+        rids = item.run_ids()
+        if not rids:
+            raise ValueError(f"{item.target}: no cell has a run yet")
+        return [f"{base}/runs/{rids[0]}/{name}" for name in names]
+
+    return inputs
+
+
+def cell_run_files(*names: str) -> Inputs:
+    """`names` of the first seed's run of every cell that has runs."""
+    def inputs(item: Item, exp: Experiment, base: str) -> list[str]:
+        rids = dict.fromkeys(cell.run_ids[0] for cell in item.cells if cell.run_ids)
+        return [f"{base}/runs/{rid}/{name}" for rid in rids for name in names]
+
+    return inputs
+
+
 FIGURE_KINDS: Registry[FigureKind] = Registry("figure kind")
 _CCVR = (
     "An analysis of finished runs: saved client models (CKA), the classifier weight norms every "
@@ -126,6 +146,66 @@ for _kind in (
     FigureKind("wasserstein", calibration_files(False), "ccvr_analysis", _CCVR, local=False),
     FigureKind(
         "calibration_tsne", calibration_files(True), "ccvr_analysis", _CCVR, local=False
+    ),
+    FigureKind(
+        "sweep",
+        run_files("final.json"),
+        "sweep",
+        "A final metric (last-round accuracy, mean of the 5 best rounds, or the unweighted mean "
+        "over the domains of the last round's per-domain accuracy) against one setting, one line "
+        "per value of another, mean over seeds (error bars: ± std when there are several). "
+        "Cells not run yet are listed under the plot.",
+    ),
+    FigureKind(
+        "distilled_grid",
+        # the run's final.json: the training rule declares no plug-in files, so the script
+        # reads plugins/fedlgd/fedlgd_virtual.pt beside it
+        first_run_files("final.json"),
+        "distilled_grid",
+        "FedLGD's virtual data at the end of training (the first seed's run): the first images "
+        "of each class (one row per class) of every client's local virtual data and of the "
+        "server's global virtual data, one panel each. Each image is rescaled to its own "
+        "minimum and maximum for display (the data lives in normalised input space).",
+    ),
+    FigureKind(
+        "distilled_tsne",
+        first_artefact,
+        "distilled_tsne",
+        "t-SNE of raw pixels (normalised as the runs normalise them) of two clients' original "
+        "training images (a seeded subsample per class) and of their initial distilled virtual "
+        "images (the cached artefact, before federated training), in one embedding, one panel "
+        "per client; colour: class, marker: original or distilled.",
+        local=False,
+    ),
+    FigureKind(
+        "pixel_hist",
+        first_run_files("resolved.yaml"),
+        "pixel_hist",
+        "Pixel-intensity histograms (share of pixels per intensity bin, all images of a client) "
+        "of every client's raw training data in the first seed's run, one line per client, one "
+        "panel per colour channel: how far apart the clients' input distributions are.",
+        local=False,
+    ),
+    FigureKind(
+        "mia_roc",
+        cell_run_files("final.json", "resolved.yaml", "model.pt"),
+        "mia_roc",
+        "Membership inference by loss threshold (a simplification of LiRA): the final global "
+        "model's cross entropy decides whether an image was a client's raw training image "
+        "(member) or a test image (non-member), on equally many of each (seeded subsample). "
+        "ROC on log-log axes, one line per cell (first seed); the legend gives the AUC and the "
+        "true-positive rate at 1 % false positives. The diagonal is a guessing attacker.",
+        local=False,
+    ),
+    FigureKind(
+        "domain_tsne",
+        cell_run_files("final.json", "resolved.yaml", "model.pt"),
+        "domain_tsne",
+        "t-SNE of the final global model's features (the classifier input) on test images of "
+        "two domains (a seeded subsample), one panel per cell (first seed); colour: class, "
+        "marker: domain. Features of one class that mix across domains mean the model "
+        "learned a domain-invariant representation.",
+        local=False,
     ),
 ):
     FIGURE_KINDS.add(_kind.name, _kind)

@@ -15,7 +15,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote  # noqa: E402
 
-PERCENT = {"test_acc"}
+PERCENT = {"test_acc", "mean_domain_acc"}
 
 
 def load_curves(payload, metric_files):

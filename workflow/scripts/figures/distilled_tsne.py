@@ -1,0 +1,97 @@
+"""Pixel t-SNE of original vs initial distilled images (FedLGD Fig. 1): two clients' training
+images (a seeded subsample per class, normalised as the runs normalise them) and their initial
+local virtual images from the cached `distilled` artefact, embedded together, one panel per
+client; colour = class, marker = original or distilled. `fedhet figure-data distilled-tsne`
+computes the embedding; this only plots it (Snakemake script; matplotlib, Agg).
+
+Spec keys: `clients` (a list of two 0-based client indices, default [0, 1]; an integer n
+takes the first n), `options.per_class` (original images per class and client, default 50),
+`options.seed` (default 0), `options.perplexity` (default 30), `note`, `scale_note`.
+The artefact lives at `<datasets>/distilled/<key>.pt`; the dataset is read from `<datasets>`
+and the partition from `<datasets>/../partitions` (resources/datasets, resources/partitions).
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from fedhet.figures.footnote import add_footnote  # noqa: E402
+
+SOURCES = {"original": dict(marker="o", s=9, alpha=0.55, linewidths=0),
+           "distilled": dict(marker="*", s=60, alpha=0.95, edgecolors="black", linewidths=0.4)}
+
+
+def figure_data(kind: str, source: list[str], options: dict, device: str) -> dict:
+    """The JSON `fedhet figure-data KIND` writes (its output goes to the log)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"{kind}.json"
+        command = ["fedhet", "figure-data", kind, *source, "--options", json.dumps(options),
+                   "--out", str(out), "--device", device]
+        subprocess.run(command, check=True, stdout=sys.stderr, stderr=sys.stderr)
+        return json.loads(out.read_text())
+
+
+def client_name(client: dict) -> str:
+    """"client k", with the domain most of its images come from when the data has domains."""
+    return f"client {client['client']}" + (f" ({client['domain']})" if client["domain"] else "")
+
+
+def main(sm) -> None:
+    payload = sm.params.payload
+    spec = payload["spec"]
+    options = spec.get("options") or {}
+    path = Path(sm.input[0])
+    wanted = {"clients": spec.get("clients", [0, 1]), "seed": int(options.get("seed", 0)),
+              "per_class": int(options.get("per_class", 50)),
+              "perplexity": float(options.get("perplexity", 30.0))}
+    data = figure_data("distilled-tsne", ["--artefact", str(path)], wanted,
+                       getattr(sm.params, "device", "auto"))
+    clients, points = data["clients"], data["points"]
+    num_classes = data["num_classes"]
+    cmap = plt.get_cmap("tab10" if num_classes <= 10 else "tab20")
+    width = 3.6 * len(clients) + 1.6
+    fig, axes = plt.subplots(1, len(clients), figsize=(width, 4.0), squeeze=False,
+                             sharex=True, sharey=True)
+    for ax, client in zip(axes[0], clients, strict=True):
+        for source, style in SOURCES.items():
+            part = [p for p in points if p["client"] == client["client"] and p["kind"] == source]
+            ax.scatter([p["x"] for p in part], [p["y"] for p in part],
+                       c=[cmap(p["class"] % cmap.N) for p in part], **style)
+        ax.set_title(client_name(client), fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    handles = [Line2D([], [], linestyle="", marker=s["marker"], color="grey",
+                      markeredgecolor="black" if source == "distilled" else "grey",
+                      markersize=7 if source == "distilled" else 4,
+                      label=f"{source} images") for source, s in SOURCES.items()]
+    handles += [Line2D([], [], linestyle="", marker="s", color=cmap(c % cmap.N), markersize=5,
+                       label=f"class {c}") for c in range(num_classes)]
+    axes[0][-1].legend(handles=handles, fontsize=6, frameon=False, loc="upper left",
+                       bbox_to_anchor=(1.01, 1.0), ncol=1 if num_classes <= 12 else 2)
+    fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    counts = {s: sum(p["kind"] == s for p in points) for s in SOURCES}
+    notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
+             f"One t-SNE of raw normalised pixels over both panels (perplexity "
+             f"{options.get('perplexity', 30)}): {counts['original']} original training images "
+             f"(at most {options.get('per_class', 50)} per class and client, seeded) and "
+             f"{counts['distilled']} initial distilled images (the cached artefact {path.stem}, "
+             "before any federated round)."]
+    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    add_footnote(fig, notes, width, 4.0)
+    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    print(f"{len(points)} points: {counts}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    with open(snakemake.log[0], "w") as log:  # noqa: F821 (set by Snakemake)
+        sys.stderr = log
+        main(snakemake)  # noqa: F821

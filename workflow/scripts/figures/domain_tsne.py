@@ -1,0 +1,104 @@
+"""t-SNE of the final global model's features on two domains' test images (FedLGD Fig. 4): one
+panel per cell (its first seed's run), colour = class, marker = domain. `fedhet figure-data
+domain-tsne` computes the embeddings; this only plots them (Snakemake script; matplotlib, Agg
+backend).
+
+Spec keys: `domains` (two domain names or ids, default the dataset's first two),
+`options.per_domain` (test images per domain, at most; default 500), `options.seed`
+(default 0), `options.perplexity` (default 30), `note`, `scale_note`.
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+MARKERS = ("o", "^", "s", "D")
+
+
+def cell_labels(cells: list[dict]) -> list[str]:
+    """Each cell's printed values of the axes that differ between the cells."""
+    axes = list(dict.fromkeys(a for c in cells for a in c["display"]))
+    varying = [a for a in axes if len({c["display"].get(a) for c in cells}) > 1]
+    return [" · ".join(c["display"][a] for a in varying if a in c["display"])
+            or c.get("column") or c.get("row") or f"cell {i + 1}" for i, c in enumerate(cells)]
+
+
+def figure_data(kind: str, source: list[str], options: dict, device: str) -> dict:
+    """The JSON `fedhet figure-data KIND` writes (its output goes to the log)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"{kind}.json"
+        command = ["fedhet", "figure-data", kind, *source, "--options", json.dumps(options),
+                   "--out", str(out), "--device", device]
+        subprocess.run(command, check=True, stdout=sys.stderr, stderr=sys.stderr)
+        return json.loads(out.read_text())
+
+
+def main(sm) -> None:
+    from fedhet.figures.footnote import add_footnote
+
+    payload = sm.params.payload
+    spec = payload["spec"]
+    options = spec.get("options") or {}
+    seed = int(options.get("seed", 0))
+    per_domain = int(options.get("per_domain", 500))
+    cells = [c for c in payload["cells"] if c["run_ids"]]
+    pending = [c for c in payload["cells"] if not c["run_ids"]]
+    if not cells:
+        reasons = "; ".join(c["pending"] or "no run" for c in pending)
+        raise SystemExit(f"{payload.get('id', 'figure')}: no run to analyse ({reasons})")
+    runs = [str(Path(sm.params.results) / "runs" / c["run_ids"][0]) for c in cells]
+    wanted = {"domains": spec.get("domains"), "per_domain": per_domain, "seed": seed,
+              "perplexity": float(options.get("perplexity", 30.0))}
+    data = figure_data("domain-tsne", ["--runs", *runs], wanted,
+                       getattr(sm.params, "device", "auto"))
+    width = 3.4 * len(cells) + 1.6
+    fig, axes = plt.subplots(1, len(cells), figsize=(width, 3.9), squeeze=False)
+    num_classes, shown, counts = 0, [], {}
+    for ax, result, label in zip(axes[0], data["runs"], cell_labels(cells), strict=True):
+        shown = result["domains"]
+        num_classes = max(num_classes, result["num_classes"])
+        points = result["points"]
+        cmap = plt.get_cmap("tab10" if num_classes <= 10 else "tab20")
+        for m, name in enumerate(shown):
+            part = [p for p in points if p["domain"] == name]
+            ax.scatter([p["x"] for p in part], [p["y"] for p in part],
+                       c=[cmap(p["class"] % cmap.N) for p in part],
+                       marker=MARKERS[m % len(MARKERS)], s=8, alpha=0.75, linewidths=0)
+            counts[name] = int(len(part))
+        ax.set_title(label, fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    cmap = plt.get_cmap("tab10" if num_classes <= 10 else "tab20")
+    handles = [Line2D([], [], linestyle="", marker=MARKERS[m % len(MARKERS)], color="grey",
+                      markersize=5, label=f"domain: {name}") for m, name in enumerate(shown)]
+    handles += [Line2D([], [], linestyle="", marker="s", color=cmap(c % cmap.N), markersize=5,
+                       label=f"class {c}") for c in range(num_classes)]
+    axes[0][-1].legend(handles=handles, fontsize=6, frameon=False, loc="upper left",
+                       bbox_to_anchor=(1.01, 1.0), ncol=1 if num_classes <= 12 else 2)
+    fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
+             "Features: the final global model's classifier input on test images "
+             f"({', '.join(f'{n} of {d}' for d, n in counts.items())}; seeded subsample), one "
+             "t-SNE per panel. First seed's run of each cell."]
+    if pending:
+        notes.append("not shown: " + "; ".join(
+            f"{' · '.join(c['display'].values())} ({c['pending']})" for c in pending))
+    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    add_footnote(fig, notes, width, 3.9)
+    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    print(json.dumps({"domains": shown, "points": counts}), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    with open(snakemake.log[0], "w") as log:  # noqa: F821 (set by Snakemake)
+        sys.stderr = log
+        main(snakemake)  # noqa: F821

@@ -1,0 +1,97 @@
+"""Per-client pixel-intensity histograms of the raw training data (FedLGD App. D.3): the
+dataset and partition of the item's first run (its resolved.yaml), the share of a client's
+pixels in each intensity bin, one line per client, one panel per colour channel. `fedhet
+figure-data pixel-hist` counts the pixels; this only plots the shares (Snakemake script;
+matplotlib, Agg backend).
+
+Spec keys: `clients` (how many clients, the first ones, default all up to 12; or a list of
+0-based indices), `options.bins` (default 64, dividing 0-255 evenly), `yscale`, `note`,
+`scale_note`.
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from fedhet.figures.footnote import add_footnote  # noqa: E402
+
+CHANNELS = {1: ["gray"], 3: ["red", "green", "blue"]}
+
+
+def figure_data(kind: str, source: list[str], options: dict, device: str) -> dict:
+    """The JSON `fedhet figure-data KIND` writes (its output goes to the log)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"{kind}.json"
+        command = ["fedhet", "figure-data", kind, *source, "--options", json.dumps(options),
+                   "--out", str(out), "--device", device]
+        subprocess.run(command, check=True, stdout=sys.stderr, stderr=sys.stderr)
+        return json.loads(out.read_text())
+
+
+def client_label(client: dict) -> str:
+    """"client k: domain (n images)", or "client k (n images)" when the data has no domains."""
+    k, n = client["client"], client["images"]
+    return f"client {k}: {client['domain']} ({n} images)" if client["domain"] else \
+        f"client {k} ({n} images)"
+
+
+def main(sm) -> None:
+    payload = sm.params.payload
+    spec = payload["spec"]
+    options = spec.get("options") or {}
+    bins = int(options.get("bins", 64))
+    run_dir = Path(sm.input[0]).parent
+    data = figure_data("pixel-hist", ["--runs", str(run_dir)],
+                       {"clients": spec.get("clients"), "bins": bins},
+                       getattr(sm.params, "device", "auto"))
+    clients = data["clients"]
+    count = data["channels"]
+    channels = CHANNELS.get(count, [f"channel {c}" for c in range(count)])
+    edges = np.asarray(data["edges"])
+    centres = (edges[:-1] + edges[1:]) / 2
+    width = min(15.0, 3.6 * len(channels) + 2.6)
+    fig, axes = plt.subplots(1, len(channels), figsize=(width, 3.8), squeeze=False,
+                             sharey=True)
+    cmap = plt.get_cmap("tab10" if len(clients) <= 10 else "tab20")
+    for c, (ax, name) in enumerate(zip(axes[0], channels, strict=True)):
+        for n, client in enumerate(clients):
+            ax.plot(centres, 100 * np.asarray(client["shares"][c]), color=cmap(n % cmap.N),
+                    linewidth=1.1, label=client_label(client))
+        ax.set_xlim(0, 255)
+        ax.set_xticks([0, 64, 128, 192, 255])
+        ax.set_xlabel(f"pixel intensity ({name}, 0-255)")
+        if spec.get("yscale"):
+            ax.set_yscale(spec["yscale"])
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"share of the client's pixels (%, bins of {256 / bins:g})")
+    axes[0][-1].legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                       title="client", title_fontsize=7)
+    cell = next((c for c in payload["cells"] if c["run_ids"]), None)
+    what = " · ".join(cell["display"].values()) if cell and cell["display"] else ""
+    fig.suptitle(textwrap.fill(spec["title"] + (f" ({what})" if what else ""), int(14 * width)),
+                 fontsize=9)
+    notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
+             f"Raw uint8 training images of each client (run {run_dir.name}), before "
+             "normalisation."]
+    if len(clients) < data["num_clients"]:
+        notes.append(f"Clients shown: {', '.join(str(c['client']) for c in clients)} of "
+                     f"{data['num_clients']}.")
+    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    add_footnote(fig, notes, width, 3.8)
+    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    print(f"{len(clients)} clients, {len(channels)} channels, {bins} bins", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    with open(snakemake.log[0], "w") as log:  # noqa: F821 (set by Snakemake)
+        sys.stderr = log
+        main(snakemake)  # noqa: F821
