@@ -9,11 +9,8 @@ ones, default all up to 12; or a list of 0-based client indices), `note`, `scale
 The images live in normalised input space; each is rescaled to its own [min, max] for display.
 """
 
-import json
 import math
-import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -23,19 +20,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote  # noqa: E402
 
 PAD = 1  # pixels between images
-
-
-def figure_data(kind: str, source: list[str], options: dict, device: str) -> dict:
-    """The JSON `fedhet figure-data KIND` writes (its output goes to the log)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / f"{kind}.json"
-        command = ["fedhet", "figure-data", kind, *source, "--options", json.dumps(options),
-                   "--out", str(out), "--device", device]
-        subprocess.run(command, check=True, stdout=sys.stderr, stderr=sys.stderr)
-        return json.loads(out.read_text())
 
 
 def mosaic(panel: dict, per_class: int, height: int, width: int,

@@ -11,10 +11,7 @@ The artefact lives at `<datasets>/distilled/<key>.pt`; the dataset is read from 
 and the partition from `<datasets>/../partitions` (resources/datasets, resources/partitions).
 """
 
-import json
-import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -24,20 +21,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote  # noqa: E402
 
 SOURCES = {"original": dict(marker="o", s=9, alpha=0.55, linewidths=0),
            "distilled": dict(marker="*", s=60, alpha=0.95, edgecolors="black", linewidths=0.4)}
-
-
-def figure_data(kind: str, source: list[str], options: dict, device: str) -> dict:
-    """The JSON `fedhet figure-data KIND` writes (its output goes to the log)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / f"{kind}.json"
-        command = ["fedhet", "figure-data", kind, *source, "--options", json.dumps(options),
-                   "--out", str(out), "--device", device]
-        subprocess.run(command, check=True, stdout=sys.stderr, stderr=sys.stderr)
-        return json.loads(out.read_text())
 
 
 def client_name(client: dict) -> str:

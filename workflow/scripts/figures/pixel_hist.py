@@ -9,10 +9,7 @@ Spec keys: `clients` (how many clients, the first ones, default all up to 12; or
 `scale_note`.
 """
 
-import json
-import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -22,19 +19,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote  # noqa: E402
 
 CHANNELS = {1: ["gray"], 3: ["red", "green", "blue"]}
-
-
-def figure_data(kind: str, source: list[str], options: dict, device: str) -> dict:
-    """The JSON `fedhet figure-data KIND` writes (its output goes to the log)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / f"{kind}.json"
-        command = ["fedhet", "figure-data", kind, *source, "--options", json.dumps(options),
-                   "--out", str(out), "--device", device]
-        subprocess.run(command, check=True, stdout=sys.stderr, stderr=sys.stderr)
-        return json.loads(out.read_text())
 
 
 def client_label(client: dict) -> str:
