@@ -32,6 +32,7 @@ from fedhet.experiments.cells import Cell, Item  # noqa: E402
 from fedhet.figures.kinds import FIGURE_KINDS  # noqa: E402
 from fedhet.saved import open_run  # noqa: E402
 from fedhet.train import train  # noqa: E402
+from figure_checks import assert_legible  # noqa: E402
 from test_figures import load_script  # noqa: E402
 
 NEW_KINDS = ("sweep", "distilled_grid", "distilled_tsne", "pixel_hist", "mia_roc", "domain_tsne")
@@ -45,24 +46,6 @@ def sm_of(payload: dict, tmp_path: Path, inputs: list[str] | None = None,
                                results=str(results or tmp_path / "results")),
         input=inputs or [], output=[str(tmp_path / "fig.png")], threads=1,
         wildcards=SimpleNamespace(scale="demo"))
-
-
-def assert_inside(fig) -> None:
-    """Every drawn artist (texts, legends, tick labels) lies inside the figure."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    box = fig.bbox
-    tight = fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans)  # inches → pixels
-    assert tight.x0 >= box.x0 - 1 and tight.y0 >= box.y0 - 1, (tight, box)
-    assert tight.x1 <= box.x1 + 1 and tight.y1 <= box.y1 + 1, (tight, box)
-    texts = [*fig.texts, *(t for ax in fig.axes for t in (ax.title, ax.xaxis.label,
-                                                          ax.yaxis.label))]
-    texts += [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
-    for t in texts:
-        if t.get_visible() and t.get_text().strip():
-            e = t.get_window_extent(renderer)
-            assert box.x0 - 1 <= e.x0 and e.x1 <= box.x1 + 1, t.get_text()
-            assert box.y0 - 1 <= e.y0 and e.y1 <= box.y1 + 1, t.get_text()
 
 
 def footnote(fig) -> str:
@@ -165,7 +148,7 @@ def test_sweep_draws_the_seed_means_in_numeric_order(tmp_path, metric):
     note = footnote(fig)
     assert "demo stand-ins" in note and "a note of the figure" in note
     assert f"MMD · λ = 10 ({PENDING})" in note and "± std" in note
-    assert_inside(fig)
+    assert_legible(fig)
     assert (tmp_path / "fig.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -178,7 +161,7 @@ def test_sweep_on_a_linear_numeric_axis_ticks_the_values(tmp_path):
     load_script("sweep").main(sm_of(payload, tmp_path, inputs))
     ax = plt.gcf().axes[0]
     assert sorted(ax.get_xticks()) == [0.5, 1.0, 10.0]
-    assert_inside(plt.gcf())
+    assert_legible(plt.gcf())
 
 
 # -- the figure-data command as the scripts see it ---------------------------------------------
@@ -269,7 +252,7 @@ def test_distilled_grid_has_a_panel_per_client_and_one_global(tmp_path, served):
     np.testing.assert_allclose(image[:8, :8], first[0] / 255)
     assert [t.get_text() for t in panels[0].get_yticklabels()] == ["0", "1", "2", "3"]
     assert "minimum and maximum" in footnote(fig)
-    assert_inside(fig)
+    assert_legible(fig)
 
 
 def test_virtual_images_choose_clients_and_read_soft_labels(tmp_path):
@@ -359,7 +342,7 @@ def test_pixel_hist_draws_one_line_per_client(results, tmp_path, served):
     np.testing.assert_allclose(axes[0].get_lines()[0].get_xdata(), (np.arange(32) + 0.5) * 8)
     np.testing.assert_allclose(axes[0].get_lines()[0].get_ydata(), 100 * shares[0])
     assert axes[-1].get_legend() is not None
-    assert_inside(fig)
+    assert_legible(fig)
 
 
 def test_pixel_hist_shows_the_chosen_clients(results):
@@ -463,7 +446,7 @@ def test_mia_roc_shows_the_analysis_numbers(results, tmp_path, served):
     np.testing.assert_array_equal(ax.get_lines()[0].get_ydata(), tpr[drawn])
     assert any(t.startswith("chance") for t in legend)
     assert f"FedLGD ({PENDING})" in footnote(fig) and "Members: 150" in footnote(fig)
-    assert_inside(fig)
+    assert_legible(fig)
 
 
 def test_domain_tsne_has_a_panel_per_cell_and_a_marker_per_domain(results, tmp_path, served):
@@ -497,7 +480,7 @@ def test_domain_tsne_has_a_panel_per_cell_and_a_marker_per_domain(results, tmp_p
     legend = [t.get_text() for t in panels[-1].get_legend().get_texts()]
     assert legend[:2] == ["domain: usps", "domain: synthdigits"] and "class 9" in legend
     assert "40 of usps, 40 of synthdigits" in footnote(fig)
-    assert_inside(fig)
+    assert_legible(fig)
 
 
 def test_distilled_tsne_embeds_original_and_distilled_pixels(results, tmp_path, served):
@@ -545,7 +528,7 @@ def test_distilled_tsne_embeds_original_and_distilled_pixels(results, tmp_path, 
     legend = [t.get_text() for t in panels[-1].get_legend().get_texts()]
     assert legend[:2] == ["original images", "distilled images"]
     assert "80 original training images" in footnote(fig)
-    assert_inside(fig)
+    assert_legible(fig)
 
 
 def test_distilled_grid_reads_a_real_fedlgd_run(tmp_path, one_thread, served):
@@ -570,4 +553,4 @@ def test_distilled_grid_reads_a_real_fedlgd_run(tmp_path, one_thread, served):
     assert [ax.get_title() for ax in panels] == [
         "client 0 (local, 20 images)", "client 1 (local, 20 images)",
         "client 2 (local, 20 images)", "server (global, 10 images)"]
-    assert_inside(fig)
+    assert_legible(fig)
