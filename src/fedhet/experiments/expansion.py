@@ -226,6 +226,14 @@ def _restrict(axes: list, scale: Mapping[str, Any], target: str) -> list | None:
     return out
 
 
+def _restrict_note(shown: Mapping[str, Iterable[str]]) -> str:
+    """The note a restricted table or figure carries (its caption, its footnote): the values
+    this scale keeps of each restricted axis, printed as the cells print them (the
+    vocabulary's labels, not its keys)."""
+    kept = "; ".join(f"{axis}: {', '.join(labels)}" for axis, labels in shown.items())
+    return f"This scale runs only {kept} (config/scales → restrict)."
+
+
 def expand_item(
     loader: Loader,
     paper: str,
@@ -251,6 +259,8 @@ def expand_item(
     default_metrics = [spec.get("metric", "test_acc")] if is_figure else spec.get("metrics", ["acc"])
     seeds = [int(s) for s in spec.get("seeds") or seeds]  # an item may run its own seeds
     cells: list[Cell] = []
+    restricted = (scale.get("restrict") or {}).get(f"{paper}_{item_id}") or {}
+    shown: dict[str, dict[str, None]] = {}  # restricted axis → printed values kept
     for g, grid in enumerate(spec.get("grids") or []):
         where = f"{base}.grids[{g}]"
         proto_name = grid.get("protocol", spec.get("protocol"))
@@ -272,6 +282,11 @@ def expand_item(
         axes = _restrict(all_axes, scale, f"{paper}_{item_id}")
         if axes is None:
             continue
+        for axis, values in axes:  # what the restriction keeps, as the cells print it
+            if axis in restricted:
+                kept = shown.setdefault(axis, {})
+                kept.update({str(_vocab_entry(proto, axis, v, file, where)[0]): None
+                             for v in values})
         for combo in product(*[values for _, values in axes]):
             labels: dict[str, str] = dict(proto["defaults"])
             labels.update({axis: value for (axis, _), value in zip(axes, combo, strict=True)})
@@ -348,15 +363,13 @@ def expand_item(
                     else f"method not implemented yet: {', '.join(pending)}"
                 )
             cells.append(cell)
-    restricted = (scale.get("restrict") or {}).get(f"{paper}_{item_id}")
     if not cells and restricted and spec.get("grids"):
         raise ExperimentError("config/scales", f"restrict.{paper}_{item_id}",
                               f"leaves no value in any grid of {base}")
     if not cells:
         raise ExperimentError(file, f"{base}.grids", "no grids: a table or figure needs one")
-    if restricted:
-        shown = "; ".join(f"{a}: {', '.join(map(str, v))}" for a, v in restricted.items())
-        spec = {**spec, "scale_note": f"This scale runs only {shown} (config/scales → restrict)."}
+    if shown:
+        spec = {**spec, "scale_note": _restrict_note(shown)}
     return Item(paper=paper, id=item_id, kind=kind, is_figure=is_figure, spec=spec, cells=cells)
 
 
