@@ -432,3 +432,98 @@ def test_retina_reads_the_authors_layout_in_their_site_order(tmp_path):
     assert torch.bincount(data.domain_test).tolist() == [2] * 4
     assert torch.equal(data.x_test[:, 0, 5, 5].long(), 50 * data.domain_test)
     assert torch.equal(data.x_test[:, 1, 5, 5].long(), 100 * data.y_test)
+
+
+# -- digits5: the public MNIST-M, downloaded and checked -------------------------------------
+
+def _mnistm_archive(path: Path, split: str, n: int, shade: int) -> None:
+    """A tiny mnist_m_<split>.pt.tar.gz: n RGB 28×28 images, pixel (shade, 10·label, 7)."""
+    labels = torch.arange(n) % 10
+    images = torch.zeros(n, 28, 28, 3, dtype=torch.uint8)
+    images[..., 0], images[..., 2] = shade, 7
+    images[..., 1] = (10 * labels)[:, None, None].to(torch.uint8)
+    buf = io.BytesIO()
+    torch.save((images, labels), buf)
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(f"mnist_m_{split}.pt")
+        info.size = buf.tell()
+        buf.seek(0)
+        tar.addfile(info, buf)
+
+
+@pytest.fixture
+def mnistm_served(tmp_path, monkeypatch) -> Iterator[Path]:
+    """A local HTTP server with fake MNIST-M archives, registered with their md5s."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    for split, n in (("train", 30), ("test", 20)):
+        name = f"mnistm_{split}"
+        entry = DOWNLOADS[name]
+        _mnistm_archive(folder / entry.filename, split, n, 220)
+        md5 = hashlib.md5((folder / entry.filename).read_bytes()).hexdigest()
+        monkeypatch.setitem(DOWNLOADS, name, Download(**{**entry.__dict__, "md5": md5}))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0),
+                                functools.partial(_Quiet, directory=str(folder)))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    monkeypatch.setenv(BASE_URL_ENV, f"http://127.0.0.1:{httpd.server_address[1]}")
+    monkeypatch.setattr(digits5_module, "missing_files", lambda name, root: [])
+    monkeypatch.setattr(digits5_module, "torchvision_split", _fake_torchvision)
+    try:
+        yield folder
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_mnistm_download_entries_are_the_public_archives_checked_by_md5():
+    for split, md5 in (("train", "191ed53db9933bd85cc9700558847391"),
+                       ("test", "e11cb4d7fff76d7ec588b1134907db59")):
+        entry = DOWNLOADS[f"mnistm_{split}"]
+        assert entry.url == ("https://github.com/liyxi/mnist-m/releases/download/data/"
+                             f"mnist_m_{split}.pt.tar.gz")
+        assert entry.md5 == md5 and entry.dataset == "digits5"
+
+
+def test_digits5_downloads_the_public_mnistm_when_its_folders_are_absent(mnistm_served,
+                                                                        tmp_path):
+    _write_digits(tmp_path / "raw" / "synthdigits" / "train", 2, 32, 150)
+    _write_digits(tmp_path / "raw" / "synthdigits" / "test", 1, 32, 150)
+    data = load_dataset("digits5", tmp_path, {"download": True})
+    assert torch.bincount(data.domain_train).tolist() == [20, 20, 20, 20, 30]
+    assert torch.bincount(data.domain_test).tolist() == [10, 10, 10, 10, 20]
+    for x, y, d in ((data.x_train, data.y_train, data.domain_train),
+                    (data.x_test, data.y_test, data.domain_test)):
+        mnistm = d == 4  # channels last → first, labels kept
+        assert (x[mnistm, 0] == 220).all() and (x[mnistm, 2] == 7).all()
+        assert torch.equal(x[mnistm, 1, 5, 5].long(), 10 * y[mnistm])
+    for split in ("train", "test"):  # the verified archives stay for the next build
+        assert (tmp_path / "raw" / "mnistm" / DOWNLOADS[f"mnistm_{split}"].filename).is_file()
+
+
+def test_a_corrupt_mnistm_download_leaves_nothing_and_says_what_to_run(mnistm_served,
+                                                                       tmp_path, monkeypatch):
+    entry = DOWNLOADS["mnistm_test"]
+    monkeypatch.setitem(DOWNLOADS, "mnistm_test", Download(**{**entry.__dict__, "md5": "0" * 32}))
+    _write_digits(tmp_path / "raw" / "synthdigits" / "train", 2, 32, 150)
+    _write_digits(tmp_path / "raw" / "synthdigits" / "test", 1, 32, 150)
+    with pytest.raises(DownloadError, match="md5 is") as err:
+        load_dataset("digits5", tmp_path, {"download": True})
+    assert "fedhet prepare-data --dataset digits5 --download" in str(err.value)
+    assert sorted(p.name for p in (tmp_path / "raw" / "mnistm").iterdir()) == [
+        DOWNLOADS["mnistm_train"].filename]
+
+
+def test_hand_placed_mnistm_folders_come_before_the_public_copy(mnistm_served, tmp_path):
+    (tmp_path / "raw" / "mnistm").mkdir(parents=True)
+    for split in ("train", "test"):  # archives on disk, but the authors' folders win
+        _mnistm_archive(tmp_path / "raw" / "mnistm" / DOWNLOADS[f"mnistm_{split}"].filename,
+                        split, 10, 220)
+    _write_digits(tmp_path / "raw" / "synthdigits" / "train", 2, 32, 150)
+    _write_digits(tmp_path / "raw" / "synthdigits" / "test", 1, 32, 150)
+    _write_digits(tmp_path / "raw" / "mnistm" / "train", 3, 28, 200)
+    _write_digits(tmp_path / "raw" / "mnistm" / "test", 1, 28, 200)
+    data = load_dataset("digits5", tmp_path)
+    assert (data.x_train[data.domain_train == 4, 0] == 200).all()

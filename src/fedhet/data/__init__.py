@@ -13,7 +13,7 @@ Registered datasets (see `DATASETS.names()` and `describe(name)`):
   `cifar10c_clients` (CIFAR-10-C split into label-skewed clients, one domain each);
 - placed by hand: `synthdigits`, `mnistm`, `retina`, `cifar10c`, `pacs`;
 - several of the above as one multi-domain dataset: `digits5` (MNIST, SVHN, USPS via
-  torchvision, SynthDigits and MNIST-M by hand);
+  torchvision, SynthDigits by hand, MNIST-M by hand or its public copy by download);
 - offline stand-ins from scikit-learn's digits: `digits10`, `digits100`, `digits_domains`
   (also for RETINA, with options `num_classes` and `domains`), `digits_writers`
   (FEMNIST's writers), `digits_corrupted` (for `cifar10c_clients`).

@@ -4,8 +4,9 @@ Domains in this order: MNIST (60,000/10,000), SVHN (73,257/26,032), USPS (7,291/
 read through torchvision (option `download: true` fetches them), then SynthDigits and
 MNIST-M from their hand-placed image folders (see `fedhet.data.handplaced`, which also
 accepts the FedLGD authors' layout). The paper used the authors' copies of SynthDigits
-(10,000/2,000) and MNIST-M (10,331/209); the public MNIST-M (59,001/9,001) has other counts,
-so results on it are not the paper's setting. Every image becomes 3-channel at 28 pixels,
+(10,000/2,000) and MNIST-M (10,331/209). Without MNIST-M's folders, the public MNIST-M
+(59,001/9,001; `fedhet.data.mnistm`, fetched and md5-checked by `download: true`) stands in
+for it: its counts differ, so results on it are not the paper's setting. Every image becomes 3-channel at 28 pixels,
 and normalisation is fixed at mean = std = 0.5, as FedLGD's code does. Partition scheme
 `domain` with 5 clients gives one client per dataset.
 """
@@ -19,6 +20,7 @@ import numpy as np
 
 from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec
 from fedhet.data.handplaced import digit_folders, digit_folders_hint, read_digit_folders
+from fedhet.data.mnistm import archives_on_disk, read_public_mnistm
 from fedhet.data.torchvision_sets import missing_files, not_available_message, torchvision_split
 
 DOMAINS = ("mnist", "svhn", "usps", "synthdigits", "mnistm")
@@ -35,16 +37,25 @@ def missing_domain(name: str, root: Path, download: bool) -> str | None:
         if missing and not download:
             return f"dataset 'digits5' needs {name}: " + not_available_message(name, root, missing)
         return None
-    return None if digit_folders(name, root) else digit_folders_hint(name, root, "digits5")
+    if digit_folders(name, root) or (name == "mnistm" and (download or archives_on_disk(root))):
+        return None
+    hint = digit_folders_hint(name, root, "digits5")
+    if name == "mnistm":
+        hint += (" Or fetch the public copy (other counts) with `fedhet prepare-data "
+                 f"--dataset digits5 --root {root} --download`.")
+    return hint
 
 
 def load_domain(name: str, root: Path, download: bool, size: int) -> Split:
     """Train images, train labels, test images, test labels (uint8 `[N, C, H, W]`) of one
-    domain: torchvision's at their own size and channels, image folders read at `size`."""
+    domain: torchvision's and the public MNIST-M at their own size and channels, image
+    folders read at `size`."""
     if name in TORCHVISION_DOMAINS:
         x_train, y_train, _ = torchvision_split(name, root, True, download)
         x_test, y_test, _ = torchvision_split(name, root, False, download)
         return x_train, y_train, x_test, y_test
+    if name == "mnistm" and not digit_folders(name, root):
+        return read_public_mnistm(root, download)
     arrays = read_digit_folders(name, root, size)
     if arrays.class_names != tuple(str(c) for c in range(10)):
         raise ValueError(f"{name}: expected class folders 0-9, found {arrays.class_names}")
@@ -92,9 +103,9 @@ DATASETS.add(
         channels=3,
         size=28,
         source="manual",
-        description="DIGITS: MNIST, SVHN, USPS (torchvision), SynthDigits, MNIST-M (by hand) "
-        "as 5 domains, 28x28 RGB; public MNIST-M (59,001/9,001) differs from the paper's "
-        "10,331/209",
+        description="DIGITS: MNIST, SVHN, USPS (torchvision), SynthDigits (by hand), MNIST-M "
+        "(by hand, or the public copy by download) as 5 domains, 28x28 RGB; public MNIST-M "
+        "(59,001/9,001) differs from the paper's 10,331/209",
         options={"channels": 3, "size": 28, "download": False},
         choices={"channels": (3,)},
     ),

@@ -35,6 +35,8 @@ class Download:
     sha256: str | None = None
     md5: str | None = None
     size: int | None = None
+    # the dataset whose `fedhet prepare-data --download` fetches it; None: the entry's name
+    dataset: str | None = None
 
 
 # The publishers give no sha256 for these archives, so sha256 is None and they are
@@ -59,6 +61,20 @@ DOWNLOADS: dict[str, Download] = {
         filename="CIFAR-10-C.tar",
         md5="56bf5dcef84df0e2308c6dcbcbbd8499",
         size=2_918_471_680,
+    ),
+    # The public copy of MNIST-M (59,001 / 9,001 images; github.com/liyxi/mnist-m), one
+    # `(images uint8 [N, 28, 28, 3], labels)` tuple saved by torch per split; md5 only.
+    "mnistm_train": Download(
+        url="https://github.com/liyxi/mnist-m/releases/download/data/mnist_m_train.pt.tar.gz",
+        filename="mnist_m_train.pt.tar.gz",
+        md5="191ed53db9933bd85cc9700558847391",
+        dataset="digits5",
+    ),
+    "mnistm_test": Download(
+        url="https://github.com/liyxi/mnist-m/releases/download/data/mnist_m_test.pt.tar.gz",
+        filename="mnist_m_test.pt.tar.gz",
+        md5="e11cb4d7fff76d7ec588b1134907db59",
+        dataset="digits5",
     ),
 }
 
@@ -116,8 +132,8 @@ def check_file(name: str, path: Path) -> None:
         _verify(entry, digest, str(path))
     except DownloadError as err:
         raise DownloadError(
-            f"{err}. Delete it and run `fedhet prepare-data --dataset {name} --download`, "
-            f"or fetch {entry.url} by hand again."
+            f"{err}. Delete it and run `fedhet prepare-data --dataset {entry.dataset or name} "
+            f"--download`, or fetch {entry.url} by hand again."
         ) from None
 
 
@@ -126,8 +142,8 @@ def manual_hint(name: str, dest: Path) -> str:
     entry = DOWNLOADS[name]
     return (
         f"Check the network (or set {BASE_URL_ENV} to a mirror) and run "
-        f"`fedhet prepare-data --dataset {name} --download` again, or fetch {entry.url} "
-        f"by hand and save it as {dest}."
+        f"`fedhet prepare-data --dataset {entry.dataset or name} --download` again, or fetch "
+        f"{entry.url} by hand and save it as {dest}."
     )
 
 

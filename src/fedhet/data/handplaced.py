@@ -112,7 +112,7 @@ DIGIT_ORIGINS = {
     "mnistm": "MNIST-M (Ganin et al., 2016) is distributed by its authors, e.g. as FedBN's "
     "DIGITS data or FedLGD's (10,331/209 images); a public copy with other counts "
     "(59,001/9,001) is https://github.com/liyxi/mnist-m/releases (mnist_m_{train,test}"
-    ".pt.tar.gz, to be unpacked into image folders)",
+    ".pt.tar.gz, read as they are by `digits5`, in <root>/raw/mnistm/)",
 }
 
 
