@@ -93,6 +93,41 @@ def test_slurm_resources_in_the_gpu_rules():
         assert res["gpu"] == 1
 
 
+def test_report_sidebar_lists_papers_and_items_in_their_order():
+    """The report sorts its categories and rows as text: the papers' numbers and the padded
+    ids keep the papers in order and each paper's items (Table 2 before Table 10)."""
+    from fedhet import papers
+    from fedhet.experiments import load_experiment
+
+    categories = [papers.report_category(p) for p in papers.PAPERS]
+    assert categories == sorted(categories)
+    assert categories[2] == "3 · FedImpro"
+    exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
+    vhl_tables = {i.id: papers.item_label(i.id, i.spec["title"])
+                  for i in exp.items_of("vhl") if not i.is_figure}
+    assert vhl_tables["t2"] == "t02 · Table 2: FMNIST, four FL settings"
+    numbered = sorted((int(i[1:]), label) for i, label in vhl_tables.items())
+    assert sorted(vhl_tables.values()) == [label for _, label in numbered]
+    figures = [papers.item_label(i, "") for i in ("fig2", "fig3a", "fig3b", "fig7", "fig18a")]
+    assert sorted(figures) == figures
+    # Snakemake expands {wildcards} in labels: no title may contain braces
+    assert not any("{" in i.spec.get("title", "") for i in exp.items.values())
+
+
+def test_report_job_parameters_name_the_payload_not_its_content():
+    """The report prints a job's params: a payload prints as where it comes from, while its
+    repr, which Snakemake's params rerun trigger compares, keeps the whole content."""
+    from snakemake.logging import format_dict
+
+    from fedhet.experiments import load_experiment
+
+    exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
+    payload = exp.items["vhl_t2"].payload()
+    shown = format_dict({"payload": payload})
+    assert shown == f"payload=config/papers/vhl.yaml: t2, {len(payload['cells'])} cells"
+    assert repr(payload) == repr(dict(payload)) and "'cells': [" in repr(payload)
+
+
 # ----------------------------------------------------------------------------- fake runs
 
 

@@ -15,7 +15,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from fedhet import catalog, names
+from fedhet import catalog, names, papers
 from fedhet import experiments as X
 from fedhet.config import ConfigError
 from fedhet.figures.kinds import FIGURE_KINDS
@@ -318,6 +318,18 @@ def table_payload(wildcards):
     return item_of(wildcards, "table").payload()
 
 
+def report_category(wildcards):
+    """The report's sidebar entry of a table's or figure's paper, in paper order."""
+    return papers.report_category(wildcards.paper)
+
+
+def report_labels(wildcards):
+    """The report's sidebar row of a table or figure: sorted in paper order, with its title."""
+    kind = "figure" if "figure" in wildcards.keys() else "table"
+    item = item_of(wildcards, kind)
+    return {kind: papers.item_label(item.id, item.spec.get("title", item.id))}
+
+
 def figure_ids(local):
     """Wildcard constraint of the figures whose kind runs locally (or as a job): `<id>` after
     `<paper>/` in the output path, for every (paper, id) of such a kind."""
@@ -444,7 +456,7 @@ def scorecard_tables(wildcards):
 def scorecard_payload(wildcards):
     claims = [c for c in EXP.claims() if c["paper"] in config["papers"]]
     targets = claim_tables()
-    return {
+    content = {
         "claims": claims,
         "payloads": {t: ITEMS[t].payload() for t in targets},
         "seeds": EXP.seeds,
@@ -454,6 +466,7 @@ def scorecard_payload(wildcards):
             if p in EXP.papers
         },
     }
+    return X.Payload(content, f"{len(claims)} claims of config/papers/*.yaml")
 
 
 def report_config():

@@ -11,9 +11,9 @@ rule figure:
         report(
             "results/{scale}/figures/{paper}/{figure}.png",
             caption="../../reports/figure.rst",
-            category="{paper}",
-            subcategory="figures",
-            labels={"figure": "{figure}"},
+            category=report_category,
+            subcategory="Figures",
+            labels=report_labels,
         ),
     log:
         "results/{scale}/logs/figures/{paper}/{figure}.log",
@@ -35,9 +35,9 @@ rule analysis_figure:
         report(
             "results/{scale}/figures/{paper}/{figure}.png",
             caption="../../reports/figure.rst",
-            category="{paper}",
-            subcategory="figures",
-            labels={"figure": "{figure}"},
+            category=report_category,
+            subcategory="Figures",
+            labels=report_labels,
         ),
     log:
         "results/{scale}/logs/figures/{paper}/{figure}.log",

@@ -11,9 +11,9 @@ rule table:
         html=report(
             "results/{scale}/tables/{paper}/{table}.html",
             caption="../../reports/table.rst",
-            category="{paper}",
-            subcategory="tables",
-            labels={"table": "{table}"},
+            category=report_category,
+            subcategory="Tables",
+            labels=report_labels,
         ),
     log:
         "results/{scale}/logs/tables/{paper}/{table}.log",
@@ -37,7 +37,7 @@ rule scorecard:
         html=report(
             "results/{scale}/scorecard.html",
             caption="../../reports/scorecard.rst",
-            category="scorecard",
+            category="Scorecard",
         ),
         text="results/{scale}/report/workflow.rst",
     log:

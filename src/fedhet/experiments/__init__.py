@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhet import catalog
-from fedhet.experiments.cells import Cell, Experiment, Item
+from fedhet.experiments.cells import Cell, Experiment, Item, Payload
 from fedhet.experiments.expansion import expand_item
 from fedhet.experiments.jobs import (
     artefact_id,
@@ -59,6 +59,7 @@ __all__ = [
     "Experiment",
     "ExperimentError",
     "Item",
+    "Payload",
     "apply_scale",
     "artefact_id",
     "artefacts",

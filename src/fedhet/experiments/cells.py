@@ -8,6 +8,19 @@ from typing import Any
 from fedhet.papers import paper_name
 
 
+class Payload(dict):
+    """What a table, figure or scorecard script reads, passed to it as a Snakemake param.
+    Printed (the report's job parameters) it is one line saying where it comes from; its repr
+    stays the whole content, which Snakemake's params rerun trigger compares."""
+
+    def __init__(self, content: dict[str, Any], printed: str) -> None:
+        super().__init__(content)
+        self.printed = printed
+
+    def __str__(self) -> str:
+        return self.printed
+
+
 @dataclass
 class Cell:
     """One position of a table or figure: its labels, the runs behind it (one per seed)."""
@@ -71,9 +84,9 @@ class Item:
         """Every cell's calibrations, each once, in cell order."""
         return list(dict.fromkeys(cid for cell in self.cells for cid in cell.calibrations))
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> Payload:
         """Everything a table/figure script needs (passed as Snakemake params)."""
-        return {
+        content = {
             "paper": self.paper,
             "paper_name": paper_name(self.paper),
             "id": self.id,
@@ -81,6 +94,8 @@ class Item:
             "spec": self.spec,
             "cells": [c.key() for c in self.cells],
         }
+        return Payload(content, f"config/papers/{self.paper}.yaml: {self.id}, "
+                                f"{len(self.cells)} cells")
 
 
 @dataclass
