@@ -527,6 +527,39 @@ def test_unknown_metric_names_list_the_valid_ones():
         T.compute_table(payload, {}, "demo")
 
 
+def test_runs_near_chance_are_marked_instead_of_compared(demo):
+    """A cell whose runs end less than a tenth of the way from chance (guessing among the
+    dataset's classes) to 100% carries the near-chance mark, not a difference from the paper."""
+    cifar100 = demo.items["vhl_t5"]  # the stand-in has 100 classes: chance 1%, bound 10.9%
+    cifar10 = demo.items["vhl_t1"]  # 10 classes: chance 10%, bound 19%
+    for item, chance in ((cifar100, 1.0), (cifar10, 10.0)):
+        assert {c["chance_acc"] for c in item.payload()["cells"] if c["run_ids"]} == {chance}
+
+    def marked(item, best):
+        lines = T.compute_table(item.payload(), fake_results(
+            item, lambda labels: ([best / 2, best], "completed")), "demo")
+        ran = [ln for ln in lines if ln["status"] in (T.OK, T.NEVER) and ln["metric"] != "target"]
+        assert ran
+        return {ln["near_chance"] for ln in ran}, lines
+
+    assert marked(cifar100, 10.5)[0] == {True}
+    assert marked(cifar100, 11.5)[0] == {False}
+    assert marked(cifar10, 11.5)[0] == {True}
+    assert marked(cifar10, 19.5)[0] == {False}
+    _, lines = marked(cifar100, 6.0)
+    md = T.render_markdown(lines, cifar100.payload(), "demo")
+    assert "| FedAvg | 67.95 / 6.00 † |" in md and "(-61.95)" not in md
+    assert "†: ours is near chance" in md
+    html = T.render_html(lines, cifar100.payload(), "demo")
+    assert "<td>67.95 / 6.00 †</td>" in html and "†: ours is near chance" in html
+    # the CSV keeps every number, the difference included
+    fedavg = next(ln for ln in lines if ln["row"].endswith("FedAvg") and ln["metric"] == "acc")
+    assert fedavg["delta"] == pytest.approx(6.0 - 67.95)
+    # no mark, no legend
+    _, lines = marked(cifar10, 40.0)
+    assert "†" not in T.render_markdown(lines, cifar10.payload(), "demo")
+
+
 def test_titles_write_paper_names_as_their_authors_do(demo):
     item = demo.items["fedimpro_t1"]
     payload = item.payload()

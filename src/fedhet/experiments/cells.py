@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fedhet.papers import paper_name
+
+
+def chance_accuracy(dataset: Mapping[str, Any]) -> float:
+    """Test accuracy (%) of guessing one of a run's dataset's classes at random."""
+    from fedhet.data import describe  # torch-free; only tables need it
+
+    return 100.0 / describe(dataset["name"], dataset.get("options"))["num_classes"]
 
 
 class Payload(dict):
@@ -86,13 +94,18 @@ class Item:
 
     def payload(self) -> Payload:
         """Everything a table/figure script needs (passed as Snakemake params)."""
+        cells = [c.key() for c in self.cells]
+        if not self.is_figure:  # a table marks the cells whose runs sit near chance
+            for cell, key in zip(self.cells, cells):
+                if cell.run_ids:
+                    key["chance_acc"] = chance_accuracy(cell.settings["dataset"])
         content = {
             "paper": self.paper,
             "paper_name": paper_name(self.paper),
             "id": self.id,
             "kind": self.kind,
             "spec": self.spec,
-            "cells": [c.key() for c in self.cells],
+            "cells": cells,
         }
         return Payload(content, f"config/papers/{self.paper}.yaml: {self.id}, "
                                 f"{len(self.cells)} cells")

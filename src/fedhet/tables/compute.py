@@ -11,6 +11,7 @@ from fedhet.registry import UnknownNameError
 from fedhet.tables.maths import (
     _nested,
     mean_std,
+    near_chance,
     parse_reference,
     rounds_to_target,
     target_from_best,
@@ -39,7 +40,8 @@ from fedhet.tables.schema import (
 )
 
 
-def _line(payload, scale, row, column, metric, paper, paper_std, mean, std, n, status, note=""):
+def _line(payload, scale, row, column, metric, paper, paper_std, mean, std, n, status, note="",
+          near_chance=False):
     delta = NAN
     known = lookup(metric)
     comparable = (known is not None and known.scale_free) or scale == "paper"
@@ -60,6 +62,7 @@ def _line(payload, scale, row, column, metric, paper, paper_std, mean, std, n, s
         "status": status,
         "paper_std": paper_std,
         "note": note,
+        "near_chance": near_chance,  # ours lies near chance: the run learnt (almost) nothing
     }
 
 
@@ -157,6 +160,8 @@ def compute_table(
         m, s, n = mean_std([r.best_acc for r in runs])
         status = DIVERGED if any(r.status == "diverged" for r in runs) else OK
         acc[i] = (m, s, n, status)
+    # cells whose runs learnt (almost) nothing: their numbers are marked, not compared
+    chance = {i for i, (m, *_) in acc.items() if near_chance(m, cells[i].get("chance_acc"))}
 
     rounds: dict[int, Value] = {}
     ref_rounds: dict[tuple, float] = {}
@@ -188,7 +193,8 @@ def compute_table(
                     state.reference_rounds = ref_rounds.get(key, NAN)
                 value = METRICS.get(metric).compute(state)
             row, column = cell["row"], cell["column"]
-            lines.append(_line(payload, scale, row, column, metric, paper, paper_std, *value, note))
+            lines.append(_line(payload, scale, row, column, metric, paper, paper_std, *value,
+                               note, near_chance=i in chance))
 
     averages = spec.get("averages")
     if averages:
@@ -252,8 +258,10 @@ def _averages(payload, averages, lines, scale):
         mean = NAN if any(is_nan(v) for v in vals) else sum(vals) / len(vals)
         n = min(m["seeds"] for m in members)
         status = OK if not is_nan(mean) else DIVERGED
+        near = any(m["near_chance"] for m in members)
         out.append(
-            _line(payload, scale, disp_row, disp_col, metric, paper, NAN, mean, NAN, n, status)
+            _line(payload, scale, disp_row, disp_col, metric, paper, NAN, mean, NAN, n, status,
+                  near_chance=near)
         )
     return out
 

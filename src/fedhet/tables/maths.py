@@ -34,6 +34,18 @@ def target_from_best(best_acc: float) -> float:
     return float(math.floor(best_acc + 1e-9))
 
 
+# a share of the way from chance to 100 % below which an accuracy is "near chance"
+NEAR_CHANCE = 0.1
+
+
+def near_chance(acc: float, chance: float | None) -> bool:
+    """Whether an accuracy (%) lies less than a tenth of the way from chance (`chance`, % of
+    guessing among the classes) to 100 %: the run learnt (almost) nothing."""
+    if chance is None or is_nan(acc):
+        return False
+    return acc < chance + NEAR_CHANCE * (100.0 - chance)
+
+
 def mean_std(values: Sequence[float], nan_if_any: bool = True) -> tuple[float, float, int]:
     """Mean and sample std over seeds. One NaN (diverged / never reached) makes the mean NaN."""
     vals = [float(v) for v in values]

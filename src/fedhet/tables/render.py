@@ -15,6 +15,12 @@ from fedhet.tables.schema import CONFIG, PENDING, QUOTED, is_nan
 # metrics a cell's calibration gain is printed next to (CCVR), in parentheses
 GAIN_HOSTS = ("acc", "last_acc")
 QUOTED_MARK = "(quoted)"
+NEAR_CHANCE_MARK = "†"
+NEAR_CHANCE_LEGEND = (
+    f"{NEAR_CHANCE_MARK}: ours is near chance (less than a tenth of the way from guessing among "
+    "the classes to 100%): the run learns (almost) nothing at this scale, so it is not compared "
+    "with the paper."
+)
 
 
 GROUP_ROW = re.compile(r"\*\*(.+?)\*\*(.*)")  # a group header row of the markdown table
@@ -50,7 +56,14 @@ def cell_text(line: Mapping[str, Any]) -> str:
     ours = fmt(line["our_mean"], metric, line.get("our_std"))
     if line["status"] == CONFIG:  # a setting: its value here, and the paper's where it differs
         return ours if line["paper_value"] is None or paper == ours else f"{paper} / {ours}"
+    return _compared(paper, ours, line)
+
+
+def _compared(paper: str, ours: str, line: Mapping[str, Any]) -> str:
+    """`paper / ours (ours − paper)`; `paper / ours †` where ours is near chance."""
     text = f"{paper} / {ours}"
+    if line.get("near_chance"):
+        return f"{text} {NEAR_CHANCE_MARK}"
     if not is_nan(line["delta"]):
         text += f" ({line['delta']:+.2f})"
     return text
@@ -73,10 +86,7 @@ def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None) -> st
     if acc["status"] == QUOTED:
         return f"{paper} {QUOTED_MARK}"
     ours = fmt(acc["our_mean"], metric, acc.get("our_std")) + _gain_text(gain, "our_mean")
-    text = f"{paper} / {ours}"
-    if not is_nan(acc["delta"]):
-        text += f" ({acc['delta']:+.2f})"
-    return text
+    return _compared(paper, ours, acc)
 
 
 def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
@@ -196,6 +206,11 @@ def _only_settings(lines: Sequence[Mapping[str, Any]]) -> bool:
     return bool(lines) and all(ln["status"] == CONFIG for ln in lines)
 
 
+def _near_chance_legend(lines: Sequence[Mapping[str, Any]]) -> str:
+    """The legend of the near-chance mark ("" when no cell carries it)."""
+    return NEAR_CHANCE_LEGEND if any(ln.get("near_chance") for ln in lines) else ""
+
+
 def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:
     """Where the quoted cells' numbers come from ("" when no cell is quoted)."""
     quoted = [ln.get("note") or "" for ln in lines if ln["status"] == QUOTED]
@@ -218,6 +233,7 @@ def render_markdown(
     sources = _quoted_sources(lines)
     if sources:
         legend += f" `{QUOTED_MARK}`: a number the paper quotes ({sources}); not run here."
+    legend = " ".join(part for part in (legend, _near_chance_legend(lines)) if part)
     out.append(legend)
     if note:
         out += ["", note]
@@ -237,11 +253,13 @@ def render_html(
     spec = payload["spec"]
     note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
     sources = _quoted_sources(lines)
-    quoted = (
+    marks = (  # the legends of the marks some cell carries
         f"<i>{QUOTED_MARK}</i>: a number the paper quotes ({html.escape(sources)}); not run here. "
         if sources
         else ""
     )
+    near = _near_chance_legend(lines)
+    marks += f"{html.escape(near)} " if near else ""
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         (
@@ -255,7 +273,7 @@ def render_html(
             + (html.escape(SETTINGS_LEGEND) + " " if _only_settings(lines) else
                "Each cell: paper / ours (ours − paper). <i>pending</i>: method not implemented "
                "yet; <i>Nan</i>: target never reached or diverged. ")
-            + f"{quoted}{html.escape(note)}</p>"
+            + f"{marks}{html.escape(note)}</p>"
         ),
         "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>",
     ]

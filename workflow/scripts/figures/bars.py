@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from fedhet.figures.footnote import add_footnote  # noqa: E402
+from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
 
 # figure metric → final.json key (fractions, drawn in %)
 FINAL_KEYS = {
@@ -101,7 +101,7 @@ def main(sm) -> None:
     seeds = int(df["seed"].nunique()) if not df.empty else 0
     if seeds > 1:
         notes.append(f"Bars: mean over {seeds} seeds, error bars ± std.")
-    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    notes += item_notes(spec)
     if missing:
         notes.append("not shown: " + "; ".join(missing))
     add_footnote(fig, notes, width)

@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
-from fedhet.figures.footnote import add_footnote  # noqa: E402
+from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
 
 PAD = 1  # pixels between images
 
@@ -90,7 +90,7 @@ def main(sm) -> None:
     shown = [p["client"] for p in panels if p["client"] is not None]
     if len(shown) < data["num_clients"]:
         notes.append(f"Clients shown: {', '.join(map(str, shown))} of {data['num_clients']}.")
-    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    notes += item_notes(spec)
     add_footnote(fig, notes, width, height)
     fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
     print(f"{len(panels)} panels, {num_classes} classes, {per_class} per class", file=sys.stderr)

@@ -22,7 +22,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
-from fedhet.figures.footnote import add_footnote  # noqa: E402
+from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.legends import class_colours, class_legend  # noqa: E402
 
 SOURCES = {"original": dict(marker="o", s=9, alpha=0.55, linewidths=0),
            "distilled": dict(marker="*", s=60, alpha=0.95, edgecolors="black", linewidths=0.4)}
@@ -45,7 +46,7 @@ def main(sm) -> None:
                        getattr(sm.params, "device", "auto"))
     clients, points = data["clients"], data["points"]
     num_classes = data["num_classes"]
-    cmap = plt.get_cmap("tab10" if num_classes <= 10 else "tab20")
+    cmap = class_colours(num_classes)
     width = 3.6 * len(clients) + 1.6
     fig, axes = plt.subplots(1, len(clients), figsize=(width, 4.0), squeeze=False,
                              sharex=True, sharey=True)
@@ -61,10 +62,7 @@ def main(sm) -> None:
                       markeredgecolor="black" if source == "distilled" else "grey",
                       markersize=7 if source == "distilled" else 4,
                       label=f"{source} images") for source, s in SOURCES.items()]
-    handles += [Line2D([], [], linestyle="", marker="s", color=cmap(c % cmap.N), markersize=5,
-                       label=f"class {c}") for c in range(num_classes)]
-    axes[0][-1].legend(handles=handles, fontsize=6, frameon=False, loc="upper left",
-                       bbox_to_anchor=(1.01, 1.0), ncol=1 if num_classes <= 12 else 2)
+    class_legend(axes[0][-1], handles, num_classes)
     fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
     counts = {s: sum(p["kind"] == s for p in points) for s in SOURCES}
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
@@ -73,7 +71,7 @@ def main(sm) -> None:
              f"(at most {options.get('per_class', 50)} per class and client, seeded) and "
              f"{counts['distilled']} initial distilled images (the cached artefact {path.stem}, "
              "before any federated round)."]
-    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    notes += item_notes(spec)
     add_footnote(fig, notes, width, 4.0)
     fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
     print(f"{len(points)} points: {counts}", file=sys.stderr)

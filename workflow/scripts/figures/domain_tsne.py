@@ -17,7 +17,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
 
 from fedhet.figures.commands import cell_labels, figure_data  # noqa: E402
 
@@ -25,7 +24,8 @@ MARKERS = ("o", "^", "s", "D")
 
 
 def main(sm) -> None:
-    from fedhet.figures.footnote import add_footnote
+    from fedhet.figures.footnote import add_footnote, item_notes
+    from fedhet.figures.legends import class_colours, class_legend, marker_handles
 
     payload = sm.params.payload
     spec = payload["spec"]
@@ -49,7 +49,7 @@ def main(sm) -> None:
         shown = result["domains"]
         num_classes = max(num_classes, result["num_classes"])
         points = result["points"]
-        cmap = plt.get_cmap("tab10" if num_classes <= 10 else "tab20")
+        cmap = class_colours(num_classes)
         for m, name in enumerate(shown):
             part = [p for p in points if p["domain"] == name]
             ax.scatter([p["x"] for p in part], [p["y"] for p in part],
@@ -59,13 +59,8 @@ def main(sm) -> None:
         ax.set_title(label, fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
-    cmap = plt.get_cmap("tab10" if num_classes <= 10 else "tab20")
-    handles = [Line2D([], [], linestyle="", marker=MARKERS[m % len(MARKERS)], color="grey",
-                      markersize=5, label=f"domain: {name}") for m, name in enumerate(shown)]
-    handles += [Line2D([], [], linestyle="", marker="s", color=cmap(c % cmap.N), markersize=5,
-                       label=f"class {c}") for c in range(num_classes)]
-    axes[0][-1].legend(handles=handles, fontsize=6, frameon=False, loc="upper left",
-                       bbox_to_anchor=(1.01, 1.0), ncol=1 if num_classes <= 12 else 2)
+    markers = {f"domain: {name}": MARKERS[m % len(MARKERS)] for m, name in enumerate(shown)}
+    class_legend(axes[0][-1], marker_handles(markers), num_classes)
     fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
              "Features: the final global model's classifier input on test images "
@@ -74,7 +69,7 @@ def main(sm) -> None:
     if pending:
         notes.append("not shown: " + "; ".join(
             f"{' · '.join(c['display'].values())} ({c['pending']})" for c in pending))
-    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    notes += item_notes(spec)
     add_footnote(fig, notes, width, 3.9)
     fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
     print(json.dumps({"domains": shown, "points": counts}), file=sys.stderr)

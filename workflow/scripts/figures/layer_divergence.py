@@ -17,6 +17,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
+
 GROUPS = (("layer_divergence", "weight layers"), ("stage_divergence", "stages"))
 
 
@@ -70,12 +72,9 @@ def main(sm) -> None:
             ax.set_ylabel("divergence ÷ its maximum")
             ax.set_title(f"({'ab'[col]}) {what}: {title}", fontsize=8)
             ax.legend(fontsize=5, ncol=2, loc="best")
-    fig.suptitle(spec["title"], fontsize=9)
-    text = textwrap.fill(f"scale {sm.wildcards.scale}: {sm.params.note}", 160)
-    lines = text.count("\n") + 1
-    height = fig.get_size_inches()[1]
-    fig.tight_layout(rect=(0, 0.12 * lines / height + 0.02, 1, 1))
-    fig.text(0.01, 0.01, text, fontsize=6, va="bottom")
+    width, height = fig.get_size_inches()
+    fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    add_footnote(fig, figure_notes(sm.wildcards.scale, sm.params.note, spec), width, height)
     fig.savefig(sm.output[0], dpi=150)
     print(f"{len(cells)} runs", file=sys.stderr)
 

@@ -23,7 +23,7 @@ from fedhet.figures.commands import cell_labels, figure_data  # noqa: E402
 
 
 def main(sm) -> None:
-    from fedhet.figures.footnote import add_footnote
+    from fedhet.figures.footnote import add_footnote, item_notes
 
     payload = sm.params.payload
     spec = payload["spec"]
@@ -74,7 +74,7 @@ def main(sm) -> None:
     if pending:
         notes.append("not shown: " + "; ".join(
             f"{' · '.join(c['display'].values())} ({c['pending']})" for c in pending))
-    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    notes += item_notes(spec)
     add_footnote(fig, notes, width, 4.6)
     fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
     print(json.dumps(summary, indent=1), file=sys.stderr)

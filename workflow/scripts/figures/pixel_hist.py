@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
-from fedhet.figures.footnote import add_footnote  # noqa: E402
+from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
 
 CHANNELS = {1: ["gray"], 3: ["red", "green", "blue"]}
 
@@ -73,7 +73,7 @@ def main(sm) -> None:
     if len(clients) < data["num_clients"]:
         notes.append(f"Clients shown: {', '.join(str(c['client']) for c in clients)} of "
                      f"{data['num_clients']}.")
-    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    notes += item_notes(spec)
     add_footnote(fig, notes, width, 3.8)
     fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
     print(f"{len(clients)} clients, {len(channels)} channels, {bins} bins", file=sys.stderr)

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fedhet.figures.footnote import add_footnote  # noqa: E402
+from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
 
 # figure metric → final.json key (fractions, drawn in %)
 FINAL_KEYS = {
@@ -182,7 +182,7 @@ def main(sm) -> None:
         notes.append(f"Points: mean over {seeds} seeds, error bars ± std.")
     elif seeds == 1:
         notes.append("One seed per point (no error bars).")
-    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    notes += item_notes(spec)
     if missing:
         notes.append("not shown: " + "; ".join(missing))
     add_footnote(fig, notes, width)

@@ -1,0 +1,49 @@
+"""Legends the figure kinds share: a legend beside its panel (never over the data) and the
+colour of each class in the scatter plots (t-SNE), with a legend entry per class."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def legend_beside(ax: Any, **kwargs: Any) -> Any:
+    """Put a legend right of `ax`, its top at the panel's top: a new one from `kwargs`
+    (handles, title, ...), or the one seaborn drew inside the panel, moved. The figure's
+    layout (tight_layout, bbox_inches="tight") then makes room for it."""
+    place = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "frameon": False}
+    if ax.get_legend() is not None and "handles" not in kwargs:
+        import seaborn as sns
+
+        sns.move_legend(ax, **place, **kwargs)
+        return ax.get_legend()
+    return ax.legend(**place, **kwargs)
+
+
+def class_colours(num_classes: int) -> Any:
+    """The colour map of class indices (class c: colour c mod N): tab10 up to 10 classes,
+    tab20 beyond."""
+    import matplotlib.pyplot as plt
+
+    return plt.get_cmap("tab10" if num_classes <= 10 else "tab20")
+
+
+def marker_handles(markers: Mapping[str, str]) -> list[Any]:
+    """Legend entries label → marker, in grey: what the markers of a scatter plot mean when
+    its colours mean the class."""
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], linestyle="", marker=marker, color="grey", markersize=5, label=label)
+            for label, marker in markers.items()]
+
+
+def class_legend(ax: Any, handles: list[Any], num_classes: int) -> Any:
+    """A legend beside `ax` of `handles` (e.g. marker_handles) and then an entry "class c" in
+    each class's colour (class_colours): every encoding of a scatter plot explained."""
+    from matplotlib.lines import Line2D
+
+    cmap = class_colours(num_classes)
+    classes = [Line2D([], [], linestyle="", marker="s", color=cmap(c % cmap.N), markersize=5,
+                      label=f"class {c}") for c in range(num_classes)]
+    return legend_beside(ax, handles=handles + classes, fontsize=6,
+                         ncol=1 if num_classes <= 12 else 2)
