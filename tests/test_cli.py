@@ -64,6 +64,9 @@ def test_set_reaches_into_lists(capsys):
     (["prepare-data", "--dataset", "cifar10", "--root", "{tmp}"], "--download"),
     (["prepare-data", "--dataset", "imagenet22k"], "valid: .*cifar10"),
     (["evaluate", "--run", "{tmp}"], "resolved.yaml"),
+    # the defaults alone are no run to train: point to one that learns
+    (["train", "--out", "{tmp}/run"], "no run settings given: .*examples/run.yaml"),
+    (["train", "--set", "training.rounds=2", "--out", "{tmp}/run"], "no run settings given"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(argv, message, tmp_path, capsys):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]

@@ -58,7 +58,18 @@ def _load_run(args: argparse.Namespace) -> dict[str, Any]:
     return run
 
 
+# What `fedhet train` says when given no settings: the defaults alone are not a run worth
+# training (they fill in what a run file leaves out), so it points to one that is.
+NO_RUN_GIVEN = (
+    "no run settings given: pass --config FILE or --config-json JSON (the defaults only fill in "
+    "what they leave out). examples/run.yaml is a small run that works offline and learns in "
+    "about a minute: fedhet train --config examples/run.yaml --out results/myrun"
+)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if not (args.config or args.config_json):
+        raise ConfigError(NO_RUN_GIVEN)
     from fedhet.train import train
 
     run = _load_run(args)
@@ -150,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override one setting, e.g. --set training.rounds=5 (repeatable)")
 
     p = sub.add_parser("train", help="train one federated run and write its results",
-                       description="Train one run. Writes resolved.yaml, metrics.jsonl, final.json, "
+                       description="Train one run, given by --config or --config-json (e.g. "
+                       "examples/run.yaml). Writes resolved.yaml, metrics.jsonl, final.json, "
                        "model.pt into --out. With --ckpt-dir, checkpoints there and resumes from it.")
     run_source(p)
     p.add_argument("--out", required=True, help="output directory")
