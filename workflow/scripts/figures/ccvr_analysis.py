@@ -17,6 +17,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
+from fedhet.figures.legends import class_colours, class_legend, legend_beside  # noqa: E402
+
 
 def cell_name(cell, axes):
     return " · ".join(cell["display"][a] for a in axes if a and a in cell["display"])
@@ -87,6 +90,7 @@ def plot_cka(payload, sm):
         sns.barplot(data=m, x="layer", y="mean_cka", hue="setting", order=layers, ax=ax)
         ax.set_ylabel("mean CKA over client pairs")
         ax.set_ylim(0, 1.05)
+        legend_beside(ax, fontsize=7, title_fontsize=7)
         return fig, f"{len(m)} bars"
     # pairwise: first, middle and last layer (the classifier), as the paper shows
     shown = [layers[0], layers[len(layers) // 2], layers[-1]]
@@ -161,7 +165,7 @@ def plot_calibration(payload, sm):
     ax.set_xlabel({"fraction": "share of the training data (IID)",
                    "samples_per_class": "virtual features per class M_c"}.get(x, x))
     ax.set_ylabel("test accuracy (%)")
-    ax.legend(fontsize=7)
+    legend_beside(ax, fontsize=7)  # the lines span the panel: no place inside is free
     return fig, f"{len(df)} calibrations"
 
 
@@ -174,6 +178,7 @@ def plot_wasserstein(payload, sm):
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     sns.scatterplot(data=df, x="msw", y="gain", hue=spec.get("hue"), style=spec.get("style"),
                     s=60, ax=ax)
+    legend_beside(ax, fontsize=7)
     ax.set_xlabel("mean sliced Wasserstein distance between class Gaussians")
     ax.set_ylabel("accuracy gain (pp)")
     if df["msw"].notna().sum() >= 3:
@@ -194,6 +199,8 @@ def plot_calibration_tsne(payload, sm):
         max_points=opts.get("max_points", 1000),
         device=sm.params.device,
     )
+    classes = int(frame[["truth", "pred_before", "pred_after"]].to_numpy().max()) + 1
+    cmap = class_colours(classes)
     fig, axes = plt.subplots(1, 3, figsize=(12, 4.2))
     for ax, col, title in zip(
         axes,
@@ -201,13 +208,12 @@ def plot_calibration_tsne(payload, sm):
         ("ground truth", "prediction before CCVR", "prediction after CCVR"),
         strict=True,
     ):
-        sns.scatterplot(data=frame, x="x", y="y", hue=col, palette="tab10", s=6, ax=ax,
-                        legend=col == "truth")
+        ax.scatter(frame["x"], frame["y"], c=[cmap(int(c) % cmap.N) for c in frame[col]], s=6,
+                   linewidths=0)
         ax.set_title(title, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_xlabel("")
-        ax.set_ylabel("")
+    class_legend(axes[-1], [], classes)
     return fig, f"{len(frame)} points"
 
 
@@ -235,14 +241,10 @@ def main(sm) -> None:
         text = textwrap.fill(f"analysis unavailable: {type(err).__name__}: {err}", 90)
         ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8)
         summary = f"FAILED: {err}"
-    fig.suptitle(textwrap.fill(spec["title"], 110), fontsize=9)
-    note = f"scale {sm.wildcards.scale}: {sm.params.note} {spec.get('scale_note', '')}".strip()
-    note = textwrap.fill(note, 150)
-    w, h = fig.get_size_inches()
-    extra = 0.12 * (note.count("\n") + 1) + 0.4
-    fig.set_size_inches(w, h + extra)
-    fig.tight_layout(rect=(0, extra / (h + extra), 1, 1 - 0.3 / (h + extra)))
-    fig.text(0.01, 0.01, note, fontsize=6, va="bottom")
+    width, height = fig.get_size_inches()
+    fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    add_footnote(fig, figure_notes(sm.wildcards.scale, sm.params.note, spec),
+                 width, height)
     fig.savefig(sm.output[0], dpi=150)
     print(summary, file=sys.stderr)
 

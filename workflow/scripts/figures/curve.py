@@ -13,7 +13,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from fedhet.figures.footnote import add_footnote  # noqa: E402
+from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
+from fedhet.figures.legends import legend_beside  # noqa: E402
 
 PERCENT = {"test_acc", "mean_domain_acc"}
 
@@ -60,6 +61,8 @@ def draw(ax, df, spec, several: bool, legend: bool) -> None:
         legend="auto" if legend else False,
         ax=ax,
     )
+    if ax.get_legend() is not None:  # beside the panel: over no curve
+        legend_beside(ax, fontsize=7, title_fontsize=7)
     if spec.get("yscale"):
         ax.set_yscale(spec["yscale"])
     if by_time:
@@ -78,7 +81,8 @@ def main(sm) -> None:
     sns.set_theme(style="whitegrid", context="paper")
     facet = spec.get("facet")
     panels = list(dict.fromkeys(df[facet])) if facet and not df.empty else [None]
-    width = 6.4 if len(panels) == 1 else 3.4 * len(panels)
+    keyed = spec.get("hue") or spec.get("style")
+    width = (6.4 if len(panels) == 1 else 3.4 * len(panels)) + (1.6 if keyed else 0.0)
     fig, axes = plt.subplots(1, len(panels), figsize=(width, 4.2), sharey=True, squeeze=False)
     axes = axes[0]
     if df.empty:
@@ -98,9 +102,7 @@ def main(sm) -> None:
         axes[0].set_title(spec["title"], fontsize=9)
     else:
         fig.suptitle(spec["title"], fontsize=9)
-    notes = [f"scale {sm.wildcards.scale}: {sm.params.note}"]
-    if spec.get("note"):
-        notes.append(" ".join(spec["note"].split()))
+    notes = figure_notes(sm.wildcards.scale, sm.params.note, spec)
     if pending:
         notes.append("not shown (pending): " + "; ".join(pending))
     add_footnote(fig, notes, width)
