@@ -63,19 +63,22 @@ def main(argv: list[str]) -> int:
     p = sub.add_parser("virtual-grid")
     for flag in ("--data", "--out", "--per-class", "--title"):
         p.add_argument(flag)
+    p.add_argument("--note", action="append")  # a paragraph of the footnote each
     p = sub.add_parser("client-tsne")
     p.add_argument("--runs", nargs="+")
     p.add_argument("--labels", nargs="+")
-    for flag in ("--clients", "--per-client", "--out", "--title", "--note"):
+    for flag in ("--clients", "--per-client", "--out", "--title"):
         p.add_argument(flag)
+    p.add_argument("--note", action="append")
     p = sub.add_parser("invert")
-    for flag in ("--run", "--statistics", "--out", "--steps", "--tv", "--device", "--title",
-                 "--note"):
+    for flag in ("--run", "--statistics", "--out", "--steps", "--tv", "--device", "--title"):
         p.add_argument(flag)
+    p.add_argument("--note", action="append")
     p = sub.add_parser("bias")
     for flag in ("--run", "--out", "--local-steps", "--samples", "--seed", "--threads",
-                 "--device", "--title", "--note"):
+                 "--device", "--title"):
         p.add_argument(flag)
+    p.add_argument("--note", action="append")
     p = sub.add_parser("figure-data")
     p.add_argument("kind")
     p.add_argument("--runs", nargs="+")

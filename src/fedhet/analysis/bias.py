@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,8 +123,9 @@ def local_bias(saved: SavedRun, local_steps: int = 250, samples: int = 600,
     }
 
 
-def draw(result: dict[str, Any], out: Path, title: str = "", note: str = "") -> None:
-    """The three panels (t-SNE, probe softmax, X2 argmax histogram) as one PNG."""
+def bias_figure(result: dict[str, Any], title: str = "", notes: Sequence[str] = ()) -> Any:
+    """The three panels (t-SNE, probe softmax, X2 argmax histogram) of a `local_bias` result,
+    with `notes` and what the panels show as the footnote."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,17 +133,21 @@ def draw(result: dict[str, Any], out: Path, title: str = "", note: str = "") -> 
     import pandas as pd
     import seaborn as sns
 
+    from fedhet.figures.footnote import add_footnote
+    from fedhet.figures.legends import legend_beside
+
     sns.set_theme(style="whitegrid", context="paper")
     num_classes, half = result["num_classes"], len(result["x1_classes"])
     classes = list(range(num_classes))
     colors = ["C0" if c < half else "C3" for c in classes]
-    fig, axes = plt.subplots(1, 3, figsize=(13.5, 4.2), width_ratios=(1.4, 1, 1))
+    width, height = 13.5, 4.2
+    fig, axes = plt.subplots(1, 3, figsize=(width, height), width_ratios=(1.4, 1, 1))
     frame = pd.DataFrame(result["tsne"])
     sns.scatterplot(data=frame, x="x", y="y", hue="class", style="set", style_order=list(SETS),
                     palette=sns.color_palette("tab10" if num_classes <= 10 else "husl",
                                               num_classes),
                     s=14, ax=axes[0])
-    axes[0].legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    legend_beside(axes[0], fontsize=6, ncol=2)
     axes[0].set(xticks=[], yticks=[], xlabel="", ylabel="")
     axes[0].set_title("(a) t-SNE of penultimate features (test images)", fontsize=8)
     probe = result["probe"]
@@ -156,23 +161,20 @@ def draw(result: dict[str, Any], out: Path, title: str = "", note: str = "") -> 
         ax.set_xticks(classes if num_classes <= 20 else classes[::num_classes // 10])
     share = result["x2_predicted_in_x1"]
     acc = result["accuracy"]
-    text = (f"{note} F_1 = F_g after {result['local_steps']} SGD steps (lr {result['lr']}, batch "
+    text = (f"F_1 = F_g after {result['local_steps']} SGD steps (lr {result['lr']}, batch "
             f"{result['batch_size']}) on the training images of X1 = classes 0-{half - 1} "
             f"(blue bars); X2 = the other classes (red). X2 images predicted as an X1 class: "
             f"{100 * share['F_g']:.0f}% by F_g, {100 * share['F_1']:.0f}% by F_1. Accuracy "
             f"X1 / X2: F_g {100 * acc['F_g']['X1']:.0f}% / {100 * acc['F_g']['X2']:.0f}%, "
-            f"F_1 {100 * acc['F_1']['X1']:.0f}% / {100 * acc['F_1']['X2']:.0f}%.").strip()
-    text = textwrap.fill(text, 200)
-    lines = text.count("\n") + 1
+            f"F_1 {100 * acc['F_1']['X1']:.0f}% / {100 * acc['F_1']['X2']:.0f}%.")
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0.03 + 0.03 * lines, 1, 0.97))
-    fig.text(0.01, 0.01, text, fontsize=6, va="bottom")
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
+    add_footnote(fig, [*notes, text], width, height)
+    return fig
 
 
 def cmd_bias(args: argparse.Namespace) -> int:
     """Write OUT/bias.json (the numbers) and OUT/bias.png (the three panels)."""
+    import matplotlib.pyplot as plt
     from threadpoolctl import threadpool_limits
 
     from fedhet.saved import open_run
@@ -186,6 +188,8 @@ def cmd_bias(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bias.json").write_text(json.dumps(result, indent=1) + "\n")
-    draw(result, out / "bias.png", args.title, args.note)
+    fig = bias_figure(result, args.title, args.note)
+    fig.savefig(out / "bias.png", dpi=150)
+    plt.close(fig)
     print(out / "bias.png")
     return 0

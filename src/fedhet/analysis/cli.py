@@ -38,7 +38,8 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--title", default="")
-    p.add_argument("--note", default="")
+    p.add_argument("--note", action="append", default=[],
+                   help="a paragraph of the footnote (repeat for more)")
     p.set_defaults(func=_command("fedhet.analysis.inversion", "cmd_invert"))
 
     p = sub.add_parser("bias", help="local learning bias of a run's model trained on half the "
@@ -52,7 +53,8 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, help="CPU threads (torch, t-SNE); default: all")
     p.add_argument("--title", default="")
-    p.add_argument("--note", default="")
+    p.add_argument("--note", action="append", default=[],
+                   help="a paragraph of the footnote (repeat for more)")
     p.set_defaults(func=_command("fedhet.analysis.bias", "cmd_bias"))
 
     p = sub.add_parser("figure-data", help="the data of a model- or dataset-based figure "

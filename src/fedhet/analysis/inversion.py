@@ -14,8 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -62,12 +63,38 @@ def one_per_class(labels: Tensor, classes: int) -> Tensor:
     return torch.tensor([seen[c] for c in sorted(seen)])
 
 
-def cmd_invert(args: argparse.Namespace) -> int:
-    """Rows: originals (one test image per class), inversions of their own split features,
-    inversions of the shared class means at the same split (a PNG and a JSON of the errors)."""
+def inversion_figure(rows: list[tuple[str, Any]], classes: list[int], title: str = "",
+                     notes: Sequence[str] = ()) -> Any:
+    """A grid of images, one row per (name, [N, H, W, C] pixels in [0, 1]) of `rows`, one column
+    per class of `classes`; `notes` as the footnote."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedhet.figures.footnote import add_footnote
+
+    width, height = max(3.0, 1.1 * len(classes)), 3.9
+    fig, axes = plt.subplots(len(rows), len(classes), figsize=(width, height), squeeze=False)
+    for r, (name, batch) in enumerate(rows):
+        for c, label in enumerate(classes):
+            ax = axes[r][c]
+            img = batch[c]
+            ax.imshow(img.squeeze(-1) if img.shape[-1] == 1 else img,
+                      cmap="gray" if img.shape[-1] == 1 else None)
+            ax.set_xticks([]), ax.set_yticks([])
+            if c == 0:
+                ax.set_ylabel(textwrap.fill(name, 18), fontsize=5)
+            if r == 0:
+                ax.set_title(f"class {label}", fontsize=5)
+    fig.suptitle(title, fontsize=8)
+    add_footnote(fig, list(notes), width, height)
+    return fig
+
+
+def cmd_invert(args: argparse.Namespace) -> int:
+    """Rows: originals (one test image per class), inversions of their own split features,
+    inversions of the shared class means at the same split (a PNG and a JSON of the errors)."""
     import matplotlib.pyplot as plt
 
     from fedhet.saved import open_run
@@ -100,25 +127,11 @@ def cmd_invert(args: argparse.Namespace) -> int:
     rows = [("original test image (Fig. 11)", show(images)),
             (f"from its own {split} feature (Fig. 12)", show(from_feature)),
             (f"from the shared class mean at {split} (Fig. 13)", show(from_mean))]
-    fig, axes = plt.subplots(3, len(take), figsize=(1.1 * len(take), 3.9), squeeze=False)
-    for r, (name, batch) in enumerate(rows):
-        for c in range(len(take)):
-            ax = axes[r][c]
-            img = batch[c]
-            ax.imshow(img.squeeze(-1) if img.shape[-1] == 1 else img,
-                      cmap="gray" if img.shape[-1] == 1 else None)
-            ax.set_xticks([]), ax.set_yticks([])
-            if c == 0:
-                ax.set_ylabel(textwrap.fill(name, 18), fontsize=5)
-            if r == 0:
-                ax.set_title(f"class {int(y[take][c])}", fontsize=5)
     errors = {"feature": err_feature[-1], "class_mean": err_mean[-1]}
-    note = (f"{args.note} Relative feature error after {args.steps} Adam steps (lr {args.lr}, "
-            f"TV weight {args.tv}): {errors['feature']:.3f} from a raw feature, "
-            f"{errors['class_mean']:.3f} from a class mean.").strip()
-    fig.suptitle(args.title, fontsize=8)
-    fig.text(0.01, 0.01, textwrap.fill(note, 150), fontsize=5, va="bottom")
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    note = (f"Relative feature error after {args.steps} Adam steps (lr {args.lr}, TV weight "
+            f"{args.tv}): {errors['feature']:.3f} from a raw feature, {errors['class_mean']:.3f} "
+            "from a class mean.")
+    fig = inversion_figure(rows, [int(c) for c in y[take]], args.title, [*args.note, note])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=150)
     plt.close(fig)

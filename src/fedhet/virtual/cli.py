@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ def cmd_virtual_grid(args: argparse.Namespace) -> int:
     s = data["settings"]
     what = (f"{s['kind']}, {s['num_classes']} classes × {s['images_per_class']} images, "
             f"{s['size']} px")
-    title = textwrap.fill(f"{args.title} ({what})" if args.title else what, 60)
-    virtual_grid_png(data["x"], data["y"], args.out, per_class=args.per_class, title=title)
+    title = f"{args.title} ({what})" if args.title else what
+    virtual_grid_png(data["x"], data["y"], args.out, per_class=args.per_class, title=title,
+                     notes=args.note)
     print(args.out)
     return 0
 
@@ -65,34 +67,56 @@ def client_features(run_dir: Path, clients: int, per_client: int) -> dict[str, A
             "client": np.concatenate(owners), "round": int(path.parent.name.split("_")[1])}
 
 
-def cmd_client_tsne(args: argparse.Namespace) -> int:
-    """One t-SNE panel per run of a few clients' test features (VHL Fig. 2)."""
+def client_tsne_figure(panels: list[dict[str, Any]], title: str = "",
+                       notes: Sequence[str] = ()) -> Any:
+    """One t-SNE panel per run (VHL Fig. 2): `panels` are {"title", "frame"} with a frame of
+    columns x, y, class, client; colour: class, marker: client, both explained in a legend
+    beside the last panel; `notes` under the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from fedhet.figures.footnote import add_footnote
+    from fedhet.figures.legends import class_colours, class_legend, marker_handles
+
+    num_classes = max(int(p["frame"]["class"].max()) for p in panels) + 1
+    cmap = class_colours(num_classes)
+    width, height = 3.4 * len(panels) + 1.4, 3.7
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, height), squeeze=False)
+    clients: list[Any] = []
+    for ax, panel in zip(axes[0], panels, strict=True):
+        for client, part in panel["frame"].groupby("client"):
+            if client not in clients:
+                clients.append(client)
+            ax.scatter(part["x"], part["y"], c=[cmap(int(c) % cmap.N) for c in part["class"]],
+                       s=5, marker=MARKERS[clients.index(client) % len(MARKERS)], alpha=0.7,
+                       linewidths=0)
+        ax.set_title(panel["title"], fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    markers = {f"client {c}": MARKERS[m % len(MARKERS)] for m, c in enumerate(clients)}
+    class_legend(axes[0][-1], marker_handles(markers), num_classes)
+    if title:
+        fig.suptitle(textwrap.fill(title, int(14 * width)), fontsize=9)
+    add_footnote(fig, list(notes), width, height)
+    return fig
+
+
+def cmd_client_tsne(args: argparse.Namespace) -> int:
+    """One t-SNE panel per run of a few clients' test features (VHL Fig. 2)."""
+    import matplotlib.pyplot as plt
+
     from fedhet.analysis.tsne import tsne_frame
 
     labels = args.labels or [Path(r).name for r in args.runs]
-    fig, axes = plt.subplots(1, len(args.runs), figsize=(3.4 * len(args.runs), 3.7),
-                             squeeze=False)
-    for ax, run, label in zip(axes[0], args.runs, labels, strict=True):
+    panels = []
+    for run, label in zip(args.runs, labels, strict=True):
         f = client_features(Path(run), args.clients, args.per_client)
         frame = tsne_frame(f["features"], {"class": f["class"], "client": f["client"]},
                            seed=0, max_points=None)
-        for m, (client, part) in enumerate(frame.groupby("client")):
-            ax.scatter(part["x"], part["y"], c=part["class"], cmap="tab10", vmin=0, vmax=9, s=5,
-                       marker=MARKERS[m % len(MARKERS)], alpha=0.7, label=f"client {client}")
-        ax.set_title(f"{label} (round {f['round']})", fontsize=9)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.legend(fontsize=6, markerscale=2)
-    if args.title:
-        fig.suptitle(args.title, fontsize=9)
-    if args.note:
-        fig.text(0.01, 0.01, textwrap.fill(args.note, 170), fontsize=6, va="bottom")
-    fig.tight_layout(rect=(0, 0.1 if args.note else 0, 1, 0.93 if args.title else 1))
+        panels.append({"title": f"{label} (round {f['round']})", "frame": frame})
+    fig = client_tsne_figure(panels, args.title, args.note)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=150)
     plt.close(fig)
@@ -112,6 +136,8 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--out", required=True, help="PNG to write")
     p.add_argument("--per-class", type=int, default=8)
     p.add_argument("--title", default="")
+    p.add_argument("--note", action="append", default=[],
+                   help="a paragraph of the footnote (repeat for more)")
     p.set_defaults(func=cmd_virtual_grid)
 
     p = sub.add_parser("client-tsne",
@@ -122,5 +148,6 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--per-client", type=int, default=300)
     p.add_argument("--out", required=True)
     p.add_argument("--title", default="")
-    p.add_argument("--note", default="")
+    p.add_argument("--note", action="append", default=[],
+                   help="a paragraph of the footnote (repeat for more)")
     p.set_defaults(func=cmd_client_tsne)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,21 +33,25 @@ def grid_array(x: torch.Tensor, y: torch.Tensor, per_class: int = 8,
     return out
 
 
-def virtual_grid_png(x: torch.Tensor, y: torch.Tensor, path: str | os.PathLike,
-                     per_class: int = 8, title: str | None = None,
-                     max_classes: int | None = 20) -> Path:
-    """Write a PNG (matplotlib, Agg) of `per_class` images per class, one class per row,
-    labelled by class; written atomically. Returns the path."""
+def virtual_grid_figure(x: torch.Tensor, y: torch.Tensor, per_class: int = 8,
+                        title: str | None = None, max_classes: int | None = 20,
+                        notes: Sequence[str] = ()) -> Any:
+    """A matplotlib figure (Agg) of `per_class` images per class, one class per row, labelled
+    by class, with the title wrapped to its width and `notes` (the scale's note every paper
+    figure carries) as its footnote."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from fedhet.figures.footnote import add_footnote
+
     grid = grid_array(x, y, per_class, max_classes)
     classes = sorted(int(c) for c in torch.unique(y))[: max_classes or None]
     h = x.shape[-2] + 1
-    fig_w = max(2.5, 0.45 * per_class + 0.6)
-    fig, ax = plt.subplots(figsize=(fig_w, 0.45 * len(classes) + (0.5 if title else 0.2)))
+    width = max(2.5, 0.45 * per_class + 0.6)
+    height = 0.45 * len(classes) + (0.5 if title else 0.2)
+    fig, ax = plt.subplots(figsize=(width, height))
     ax.imshow(grid, interpolation="nearest")
     ax.set_xticks([])
     ax.set_yticks([1 + h * r + h / 2 - 1 for r in range(len(classes))])
@@ -53,8 +60,18 @@ def virtual_grid_png(x: torch.Tensor, y: torch.Tensor, path: str | os.PathLike,
     for side in ax.spines.values():
         side.set_visible(False)
     if title:
-        ax.set_title(title, fontsize=9)
-    fig.tight_layout()
+        ax.set_title(textwrap.fill(title, int(14 * width)), fontsize=9)
+    add_footnote(fig, list(notes), width, height)
+    return fig
+
+
+def virtual_grid_png(x: torch.Tensor, y: torch.Tensor, path: str | os.PathLike,
+                     per_class: int = 8, title: str | None = None,
+                     max_classes: int | None = 20, notes: Sequence[str] = ()) -> Path:
+    """Write the virtual_grid_figure as a PNG, atomically. Returns the path."""
+    import matplotlib.pyplot as plt
+
+    fig = virtual_grid_figure(x, y, per_class, title, max_classes, notes)
     try:
         return atomic.write_with(path, lambda fh: fig.savefig(fh, format="png", dpi=150))
     finally:

@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fedhet.figures.footnote import figure_notes
+
 
 def main(sm) -> None:
     payload = sm.params.payload
@@ -19,14 +21,14 @@ def main(sm) -> None:
         raise SystemExit(f"{payload['id']}: no run to analyse ({reasons})")
     run = Path(sm.params.results) / "runs" / cell["run_ids"][0]
     options = spec.get("options") or {}
-    notes = [f"scale {sm.wildcards.scale}: {sm.params.note}"]
-    notes += [" ".join(spec[k].split()) for k in ("note", "scale_note") if spec.get(k)]
+    notes = figure_notes(sm.wildcards.scale, sm.params.note, spec)
     with tempfile.TemporaryDirectory() as out:
         command = [
             "fedhet", "bias", "--run", str(run), "--out", out,
             "--local-steps", str(options.get("local_steps", 250)),
             "--samples", str(options.get("samples", 600)), "--seed", str(options.get("seed", 0)),
-            "--threads", str(sm.threads), "--title", spec["title"], "--note", " ".join(notes),
+            "--threads", str(sm.threads), "--title", spec["title"],
+            *(arg for note in notes for arg in ("--note", note)),
             "--device", sm.params.device if sm.params.device != "auto" else "cpu",
         ]
         subprocess.run(command, check=True, stdout=sys.stderr, stderr=sys.stderr)

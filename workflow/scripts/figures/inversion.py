@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fedhet.figures.footnote import figure_notes
+
 STATISTICS = "shared_statistics.pt"  # the class statistics a plug-in leaves beside model.pt
 
 
@@ -20,10 +22,11 @@ def main(sm) -> None:
     if not found:
         raise SystemExit(f"{run} saved no {STATISTICS} (final.json files: {files})")
     options = spec.get("options") or {}
-    note = f"scale {sm.wildcards.scale}: {sm.params.note} " + " ".join(spec.get("note", "").split())
+    notes = figure_notes(sm.wildcards.scale, sm.params.note, spec)
     command = [
         "fedhet", "invert", "--run", str(run), "--statistics", str(run / found[0]),
-        "--out", sm.output[0], "--title", spec["title"], "--note", note,
+        "--out", sm.output[0], "--title", spec["title"],
+        *(arg for note in notes for arg in ("--note", note)),
         "--steps", str(options.get("steps", 2000)), "--tv", str(options.get("tv", 0.01)),
         "--device", sm.params.device if sm.params.device != "auto" else "cpu",
     ]
