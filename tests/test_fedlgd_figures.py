@@ -40,9 +40,10 @@ PENDING = "method not implemented yet: x"
 
 
 def sm_of(payload: dict, tmp_path: Path, inputs: list[str] | None = None,
-          results: Path | None = None) -> SimpleNamespace:
+          results: Path | None = None, note: str = "demo stand-ins") -> SimpleNamespace:
+    """What Snakemake hands a figure script; `note`: the scale's note."""
     return SimpleNamespace(
-        params=SimpleNamespace(payload=payload, note="demo stand-ins", device="cpu",
+        params=SimpleNamespace(payload=payload, note=note, device="cpu",
                                results=str(results or tmp_path / "results")),
         input=inputs or [], output=[str(tmp_path / "fig.png")], threads=1,
         wildcards=SimpleNamespace(scale="demo"))
