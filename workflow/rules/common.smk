@@ -410,14 +410,31 @@ def scenario_note(paper=None):
     """One line saying what this scale is (shown under every table and figure, and in the
     report): the scale's description, and its share of the papers' rounds read from its own
     `rounds` setting; for one paper, with that paper's own scale keys (its `description` and
-    `rounds` under `papers.<paper>`)."""
+    `rounds` under `papers.<paper>`). Without a paper (the report's introduction) it also names
+    the papers whose own keys bound their rounds otherwise."""
     scale = X.scale_for_paper(EXP.scale_config, paper) if paper else EXP.scale_config
     text = " ".join(str(scale.get("description", "")).split()).rstrip(".")
-    rounds = scale["rounds"]
-    if float(rounds["factor"]) == 1.0:
+    if float(scale["rounds"]["factor"]) == 1.0:
         return f"{text}."
-    share = f"{100 * float(rounds['factor']):g}%"
-    return f"{text}; {share} of the papers' rounds (at least {rounds['min']})."
+    terms = rounds_terms(scale["rounds"])
+    if paper:
+        return f"{text}; {terms['factor']} of the papers' rounds ({terms['min']})."
+    bounds = [", ".join(term for key, term in terms.items() if key != "factor")]
+    for name in config["papers"]:
+        own = rounds_terms(X.scale_for_paper(EXP.scale_config, name)["rounds"])
+        differ = [term for key, term in own.items() if terms.get(key) != term]
+        if differ:
+            bounds.append(f"{papers.paper_name(name)}: {', '.join(differ)}")
+    return f"{text}; {terms['factor']} of the papers' rounds ({'; '.join(bounds)})."
+
+
+def rounds_terms(rounds):
+    """How a scale's `rounds` cuts the papers' rounds: "2%", "at least 5", "at most 100"."""
+    terms = {"factor": f"{100 * float(rounds['factor']):g}%"}
+    terms["min"] = f"at least {rounds['min']}"
+    if rounds.get("max"):
+        terms["max"] = f"at most {rounds['max']}"
+    return terms
 
 
 # the report's introduction says the same (reports/workflow.rst)
