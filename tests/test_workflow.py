@@ -84,7 +84,7 @@ def test_slurm_resources_in_the_gpu_rules():
     or $FEDHET_JOB_GPUS)."""
     for rules in ("train.smk", "posthoc.smk"):
         text = (ROOT / "workflow" / "rules" / rules).read_text()
-        assert re.search(r"gpu=JOB_GPUS,", text), rules
+        assert re.search(r"gpu=job_gpus,", text), rules
     assert 'return int(RES["gpu"])' in (ROOT / "workflow" / "rules" / "common.smk").read_text()
     for scale in ("demo", "small", "paper"):
         res = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())[
@@ -131,10 +131,8 @@ def test_report_job_parameters_name_the_payload_not_its_content():
 # ----------------------------------------------------------------------------- fake runs
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    """A copy of the workflow, run once end to end with the fake `fedhet`."""
-    tmp = tmp_path_factory.mktemp("wf")
+def fake_workflow(tmp: Path) -> dict[str, str]:
+    """Copy the workflow into `tmp`; the environment whose `fedhet` is the fake."""
     for name in COPIED:
         src = ROOT / name
         dst = tmp / name
@@ -151,6 +149,34 @@ def workdir(tmp_path_factory):
     env = dict(os.environ)
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     env["FAKE_FEDHET_LOG"] = str(tmp / "calls.log")
+    return env
+
+
+def test_local_jobs_ask_for_no_gpu_on_a_machine_without_one(tmp_path):
+    """A training job run here, on a machine that shows no GPU, asks for gpu=0 (it runs on the
+    CPU); a dry run and $FEDHET_JOB_GPUS show what a cluster job asks for (the scale's 1)."""
+    from fedhet.experiments import load_experiment
+
+    env = fake_workflow(tmp_path)
+    env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU, whatever this machine has
+    env.pop("FEDHET_JOB_GPUS", None)
+    exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
+    target = f"results/demo/runs/{exp.items['vhl_t8'].run_ids()[0]}/final.json"
+
+    def asked(*args: str, **extra: str) -> list[str]:
+        proc = snakemake(tmp_path, "--cores", "1", "--force", target, *args, env={**env, **extra})
+        return re.findall(r"\bgpu=(\d+)", proc.stdout + proc.stderr)
+
+    assert asked() == ["0"]
+    assert asked("-n") == ["1"]
+    assert asked(FEDHET_JOB_GPUS="1") == ["1"]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A copy of the workflow, run once end to end with the fake `fedhet`."""
+    tmp = tmp_path_factory.mktemp("wf")
+    env = fake_workflow(tmp)
     start = time.time()
     proc = snakemake(tmp, "--cores", "2", env=env)
     assert (tmp / "calls.log").is_file(), "the jobs ran the real fedhet, not the fake: check PATH"

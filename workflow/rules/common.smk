@@ -1,6 +1,7 @@
 # Helpers shared by the rules: config validation, the run table (fedhet.experiments), paths of
 # every output and the input/params functions of the rules.
 import copy
+import functools
 import json
 import math
 import os
@@ -80,21 +81,51 @@ SCALE = EXP.scale
 RES = EXP.scale_config["resources"]
 
 
+# $FEDHET_JOB_GPUS: GPUs each GPU job asks for, whatever the scale says or this machine shows
+GPUS_GIVEN = os.environ.get("FEDHET_JOB_GPUS", "").strip()
+
+
 def gpus_per_job():
     """GPUs each GPU job (training, calibration) asks for: the scale's `resources.gpu`, or
     $FEDHET_JOB_GPUS where set (0 on a cluster or machine without GPUs: the code then runs on
     the CPU). Profiles route jobs by this request, never by rule name."""
-    override = os.environ.get("FEDHET_JOB_GPUS", "").strip()
-    if not override:
+    if not GPUS_GIVEN:
         return int(RES["gpu"])
-    if not override.isdigit():
+    if not GPUS_GIVEN.isdigit():
         raise WorkflowError(
-            f"FEDHET_JOB_GPUS must be a whole number of GPUs, got {override!r}"
+            f"FEDHET_JOB_GPUS must be a whole number of GPUs, got {GPUS_GIVEN!r}"
         )
-    return int(override)
+    return int(GPUS_GIVEN)
 
 
 JOB_GPUS = gpus_per_job()
+
+
+@functools.cache
+def visible_gpus():
+    """GPUs this machine shows its jobs, found without importing torch: none where
+    $CUDA_VISIBLE_DEVICES hides them or `nvidia-smi` is missing or lists none."""
+    devices = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if devices is not None and devices.strip() in ("", "-1"):
+        return 0
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    found = sum(line.startswith("GPU ") for line in listing.splitlines())
+    return min(found, len(devices.split(","))) if devices else found
+
+
+def job_gpus(wildcards):
+    """Resource `gpu` of a GPU job: JOB_GPUS, but none without $FEDHET_JOB_GPUS when the job
+    runs on this machine and this machine shows no GPU (the job then runs on the CPU). A
+    cluster run, and a dry run, show what a cluster job asks for."""
+    local = workflow.local_exec and not workflow.dryrun
+    if local and not GPUS_GIVEN and not visible_gpus():
+        return 0
+    return JOB_GPUS
 
 
 FORKSERVER = {}  # the running fork server's process, under "process"

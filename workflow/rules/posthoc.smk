@@ -25,7 +25,7 @@ rule calibrate:
         "../../envs/fedhet.yaml"
     threads: RES["threads"]
     resources:
-        gpu=JOB_GPUS,
+        gpu=job_gpus,
         mem_mb=train_mem_mb,
         runtime=lambda wildcards, attempt: int(RES["runtime_base"] * attempt),
     params:

@@ -20,7 +20,7 @@ rule train:
         "../../envs/fedhet.yaml"
     threads: RES["threads"]
     resources:
-        gpu=JOB_GPUS,
+        gpu=job_gpus,
         mem_mb=train_mem_mb,
         runtime=train_runtime,
     params:
