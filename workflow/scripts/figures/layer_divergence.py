@@ -18,6 +18,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
+from fedhet.figures.legends import legend_beside  # noqa: E402
 
 GROUPS = (("layer_divergence", "weight layers"), ("stage_divergence", "stages"))
 
@@ -53,7 +54,7 @@ def main(sm) -> None:
     files = {Path(p).parent.name: Path(p) for p in sm.input}
     cells = [c for c in payload["cells"] if not c["pending"] and c["run_ids"]]
     sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(max(1, len(cells)), 2, figsize=(9.0, 3.2 * max(1, len(cells))),
+    fig, axes = plt.subplots(max(1, len(cells)), 2, figsize=(11.0, 3.2 * max(1, len(cells))),
                              squeeze=False)
     for row, cell in enumerate(cells):
         title = " · ".join(cell["display"][a] for a in ("dataset", "algorithm") if a in cell["display"])
@@ -71,7 +72,7 @@ def main(sm) -> None:
             ax.set_xlabel("communication round")
             ax.set_ylabel("divergence ÷ its maximum")
             ax.set_title(f"({'ab'[col]}) {what}: {title}", fontsize=8)
-            ax.legend(fontsize=5, ncol=2, loc="best")
+            legend_beside(ax, fontsize=5, title=what, title_fontsize=6)
     width, height = fig.get_size_inches()
     fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
     add_footnote(fig, figure_notes(sm.wildcards.scale, sm.params.note, spec), width, height)
