@@ -391,9 +391,9 @@ def test_a_quoted_cell_prints_the_papers_value(tmp_path):
     T.write_csv(lines, tmp_path / "t.csv")
     csv = (tmp_path / "t.csv").read_text().splitlines()
     assert csv[0] == ",".join(T.SCHEMA)
-    assert "demo,vhl,tx,FedNTD,CIFAR-10,acc,81.5,NaN,NaN,0,NaN,quoted" in csv
-    assert "demo,vhl,tx,FedNTD,SVHN,acc,81.5,NaN,NaN,0,NaN,quoted" in csv
-    assert "demo,vhl,tx,FedAvg,CIFAR-10,acc,70,72,NaN,1,2,ok" in csv
+    assert "demo,vhl,tx,FedNTD,CIFAR-10,acc,81.5,NaN,NaN,0,NaN,quoted,False" in csv
+    assert "demo,vhl,tx,FedNTD,SVHN,acc,81.5,NaN,NaN,0,NaN,quoted,False" in csv
+    assert "demo,vhl,tx,FedAvg,CIFAR-10,acc,70,72,NaN,1,2,ok,False" in csv
     md = T.render_markdown(lines, payload, "demo")
     assert "| FedNTD | 81.50 (quoted) | 81.50±0.50 (quoted) |" in md
     assert "| FedAvg | 70.00 / 72.00 (+2.00) | 70.00±0.50 / 68.00 (-2.00) |" in md
@@ -584,3 +584,38 @@ def test_claims_on_a_table_with_one_unnamed_column_survive_the_csv(tmp_path, dem
              "than": {"table": "t9", "where": {"algorithm": "fedavg"}}}
     out = T.evaluate_claim(claim, {"fedimpro_t9": item.payload()}, {"fedimpro_t9": frame})
     assert out["result"] == "reproduced" and out["ours"] == "1/1 pairs hold"
+
+
+def test_pairs_near_chance_are_not_compared_and_say_so(tmp_path, demo):
+    """A claim on cells whose runs learnt (almost) nothing is not judged on them: written to
+    the CSV and read back, the mark leaves those pairs out of the verdict."""
+    import pandas as pd
+
+    payloads = {"vhl_t1": demo.items["vhl_t1"].payload()}
+    settings = ["a01-e1-k10", "a005-e1-k10"]
+    claim = {"paper": "vhl", "text": "t", "metric": "acc",
+             "better": {"table": "t1", "where": {"method": "vhl", "setting": settings}},
+             "than": {"table": "t1", "where": {"method": "base", "setting": settings}}}
+
+    def frame(near) -> pd.DataFrame:
+        rows = []
+        for cell in payloads["vhl_t1"]["cells"]:
+            for m in cell["metrics"]:
+                vhl = cell["labels"].get("method") == "vhl"
+                rows.append({"scale": "demo", "paper": "vhl", "table": "t1", "row": cell["row"],
+                             "column": cell["column"], "metric": m, "paper_value": 50.0,
+                             "our_mean": 60.0 if vhl else 50.0, "our_std": nan, "seeds": 1,
+                             "delta": nan, "status": T.OK, "near_chance": near(cell["labels"])})
+        path = tmp_path / "t1.csv"
+        T.write_csv(rows, path)
+        return T.read_csv(path)
+
+    out = T.evaluate_claim(claim, payloads, {"vhl_t1": frame(lambda lab: False)})
+    assert out["result"] == "reproduced" and out["ours"].startswith("8/8 pairs hold")
+    half = frame(lambda lab: lab.get("setting") == "a005-e1-k10" and lab["method"] == "base")
+    out = T.evaluate_claim(claim, payloads, {"vhl_t1": half})
+    assert out["result"] == "reproduced"
+    assert out["ours"] == "4/4 pairs hold, 4 near chance (not compared)"
+    out = T.evaluate_claim(claim, payloads, {"vhl_t1": frame(lambda lab: True)})
+    assert out["result"] == "near chance at this scale"
+    assert out["ours"] == "0/0 pairs hold, 8 near chance (not compared)"

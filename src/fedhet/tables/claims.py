@@ -23,6 +23,12 @@ def _select(payload: Mapping[str, Any], where: Mapping[str, Any]) -> list[Mappin
     return out
 
 
+def _near_chance(line: Any) -> bool:
+    """Whether a long-table line is marked near chance (tables written before the mark
+    existed, and frames without the column, have none)."""
+    return str(getattr(line, "near_chance", False)).lower() == "true"
+
+
 def _better(a: float, b: float, direction: str) -> bool:
     worst = -math.inf if direction == "higher" else math.inf
     a = worst if is_nan(a) else a
@@ -37,7 +43,8 @@ def evaluate_claim(
 ) -> dict[str, Any]:
     """Check one claim on our numbers and on the paper's own. `payloads` / `frames` are keyed by
     `<paper>_<table>`; frames are the long tables (DataFrames). A pair with a quoted cell (a number
-    the paper quotes from elsewhere, no run of ours) counts on the paper's side only."""
+    the paper quotes from elsewhere, no run of ours) counts on the paper's side only; a pair with
+    a cell near chance (a run that learnt almost nothing) is not compared on ours."""
     paper = claim["paper"]
     metric = claim["metric"]
     direction = claim.get("direction", "higher")
@@ -62,24 +69,15 @@ def evaluate_claim(
     pairs = [(b, t) for kb, b in sides["better"] for kt, t in sides["than"] if kb == kt]
     n = len(pairs)
     pending = sum(1 for b, t in pairs if b is None or t is None or PENDING in (b.status, t.status))
-    quoted = sum(
-        1
-        for b, t in pairs
-        if b is not None
-        and t is not None
-        and PENDING not in (b.status, t.status)
-        and QUOTED in (b.status, t.status)
-    )
-    compared = n - pending - quoted
-    ours_hold = sum(
-        1
-        for b, t in pairs
-        if b is not None
-        and t is not None
-        and PENDING not in (b.status, t.status)
-        and QUOTED not in (b.status, t.status)
-        and _better(b.our_mean, t.our_mean, direction)
-    )
+    ran = [(b, t) for b, t in pairs
+           if b is not None and t is not None and PENDING not in (b.status, t.status)]
+    quoted = sum(1 for b, t in ran if QUOTED in (b.status, t.status))
+    ran = [(b, t) for b, t in ran if QUOTED not in (b.status, t.status)]
+    # a pair where either run learnt (almost) nothing says nothing about the claim
+    chance = sum(1 for b, t in ran if _near_chance(b) or _near_chance(t))
+    ran = [(b, t) for b, t in ran if not (_near_chance(b) or _near_chance(t))]
+    compared = len(ran)
+    ours_hold = sum(1 for b, t in ran if _better(b.our_mean, t.our_mean, direction))
     paper_pairs = [
         (b, t)
         for b, t in pairs
@@ -93,12 +91,13 @@ def evaluate_claim(
     if n == 0 or pending:
         result = "not yet run"
     elif compared == 0:
-        result = "quoted only"
+        result = "near chance at this scale" if chance else "quoted only"
     else:
         result = "reproduced" if verdict(ours_hold, compared) else "not reproduced"
-    if compared > 0:
+    if compared > 0 or chance:
         ours = f"{ours_hold}/{compared} pairs hold" + (f", {pending} pending" if pending else "")
         ours += f", {quoted} quoted" if quoted else ""
+        ours += f", {chance} near chance (not compared)" if chance else ""
     elif quoted:
         ours = f"{quoted} pairs quoted" + (f", {pending} pending" if pending else "")
     else:

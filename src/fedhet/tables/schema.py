@@ -18,6 +18,7 @@ SCHEMA = [
     "seeds",
     "delta",
     "status",
+    "near_chance",  # ours lies near chance: the run learnt (almost) nothing, not compared
 ]
 
 # status values
