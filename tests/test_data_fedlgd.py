@@ -4,6 +4,7 @@ folder layouts."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -255,6 +256,23 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def _serving(folder: Path, monkeypatch) -> Iterator[None]:
+    """`folder` served over local HTTP as the download base URL, until the block ends."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0),
+                                functools.partial(_Quiet, directory=str(folder)))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    monkeypatch.setenv(BASE_URL_ENV, f"http://127.0.0.1:{httpd.server_address[1]}")
+    try:
+        yield
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
 @pytest.fixture
 def served(tmp_path, monkeypatch) -> Iterator[Path]:
     """A local HTTP server with a fake CIFAR-10-C.tar, registered with its real md5/size."""
@@ -267,18 +285,8 @@ def served(tmp_path, monkeypatch) -> Iterator[Path]:
     monkeypatch.setitem(DOWNLOADS, "cifar10c_clients", Download(
         url=entry.url, filename=entry.filename, md5=hashlib.md5(data).hexdigest(),
         size=len(data)))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0),
-                                functools.partial(_Quiet, directory=str(folder)))
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    monkeypatch.setenv(BASE_URL_ENV, f"http://127.0.0.1:{httpd.server_address[1]}")
-    try:
+    with _serving(folder, monkeypatch):
         yield archive
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def test_cifar10c_download_entry_is_the_zenodo_archive():
@@ -462,20 +470,10 @@ def mnistm_served(tmp_path, monkeypatch) -> Iterator[Path]:
         _mnistm_archive(folder / entry.filename, split, n, 220)
         md5 = hashlib.md5((folder / entry.filename).read_bytes()).hexdigest()
         monkeypatch.setitem(DOWNLOADS, name, Download(**{**entry.__dict__, "md5": md5}))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0),
-                                functools.partial(_Quiet, directory=str(folder)))
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    monkeypatch.setenv(BASE_URL_ENV, f"http://127.0.0.1:{httpd.server_address[1]}")
     monkeypatch.setattr(digits5_module, "missing_files", lambda name, root: [])
     monkeypatch.setattr(digits5_module, "torchvision_split", _fake_torchvision)
-    try:
+    with _serving(folder, monkeypatch):
         yield folder
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def test_mnistm_download_entries_are_the_public_archives_checked_by_md5():

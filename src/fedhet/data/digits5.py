@@ -6,8 +6,8 @@ MNIST-M from their hand-placed image folders (see `fedhet.data.handplaced`, whic
 accepts the FedLGD authors' layout). The paper used the authors' copies of SynthDigits
 (10,000/2,000) and MNIST-M (10,331/209). Without MNIST-M's folders, the public MNIST-M
 (59,001/9,001; `fedhet.data.mnistm`, fetched and md5-checked by `download: true`) stands in
-for it: its counts differ, so results on it are not the paper's setting. Every image becomes 3-channel at 28 pixels,
-and normalisation is fixed at mean = std = 0.5, as FedLGD's code does. Partition scheme
+for it: its counts differ, so results on it are not the paper's setting. Every image becomes
+3-channel at 28 pixels, and normalisation is fixed at mean = std = 0.5, as FedLGD's code does. Partition scheme
 `domain` with 5 clients gives one client per dataset.
 """
 
