@@ -203,11 +203,12 @@ def test_moon_contrastive_term_matches_equation():
     alg.setup(t())
     glob = _Linear(torch.randn(3, 2, dtype=torch.float64))
     prev = _Holder(_Linear(torch.zeros(3, 2, dtype=torch.float64)))
-    alg.attach(_Holder(glob), prev)
+    alg.attach(_Holder(glob))
     prev_w = torch.randn(3, 2, dtype=torch.float64)
     alg.prev_params[0] = prev_w.flatten()
     alg.prev_buffers[0] = t()
     c = ctx(0, params=t(), grads=t(), global_params=glob.weight.detach().flatten())
+    c.reference = prev
     alg.client_begin(c)
     x = torch.randn(4, 3, dtype=torch.float64)
     z = torch.randn(4, 2, dtype=torch.float64)
@@ -229,8 +230,10 @@ def test_moon_first_round_uses_the_received_model_as_previous():
         def load(self, params, buffers):
             loaded["params"] = params
 
-    alg.attach(_Holder(_Linear(torch.zeros(1, 1))), Recorder(_Linear(torch.zeros(1, 1))))
-    alg.client_begin(ctx(5, params=t(), grads=t(), global_params=t(7.0)))
+    alg.attach(_Holder(_Linear(torch.zeros(1, 1))))
+    c = ctx(5, params=t(), grads=t(), global_params=t(7.0))
+    c.reference = Recorder(_Linear(torch.zeros(1, 1)))
+    alg.client_begin(c)
     assert torch.equal(loaded["params"], t(7.0))
 
 

@@ -226,6 +226,10 @@ class Method:
     artefact_families: tuple[ArtefactFamily, ...] = ()
     # multiplier of the passes over the clients' data per round (VHL Table 10's cost)
     cost_factor: RunFn | None = None
+    # True: its client hooks may run for several clients at once (`runtime.client_workers`):
+    # they keep a client's state in the ClientContext or in per-client entries, only read
+    # shared state, and draw random numbers from generators seeded per client
+    concurrent_clients: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -89,7 +89,11 @@ SETTINGS: dict[str, Any] = {
         "save_client_models": S([], "rounds whose client models are saved", items="int",
                                 at_least=1),
         "log_every": S(1, "rounds between log lines", **_POSITIVE),
-        "threads": S(None, "torch threads; None = torch's default", **_POSITIVE),
+        "threads": S(None, "torch threads (of each client being trained); None = torch's "
+                     "default", **_POSITIVE),
+        "client_workers": S(1, "clients trained at once on CPU, each on `threads` torch "
+                            "threads (cores used: their product); the numbers do not depend "
+                            "on it", **_POSITIVE),
     },
 }
 del S

@@ -44,7 +44,8 @@ def git_commit() -> str | None:
         return None
 
 
-def provenance(run: dict[str, Any], device: torch.device, data: Any) -> dict[str, Any]:
+def provenance(run: dict[str, Any], device: torch.device, data: Any,
+               execution: str = "clients train one at a time") -> dict[str, Any]:
     """What ran where: recorded next to the results, not part of the run's identity."""
     return {
         "run_id": run_id(run),
@@ -54,6 +55,8 @@ def provenance(run: dict[str, Any], device: torch.device, data: Any) -> dict[str
         "torch_version": str(torch.__version__),
         "python_version": platform.python_version(),
         "device": str(device),
+        "torch_threads": torch.get_num_threads(),
+        "execution": execution,
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "hostname": platform.node(),
         "dataset_checksum": data.checksum,
@@ -164,6 +167,8 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
     data = load_dataset(d["name"], d["root"], d["options"])
     indices, angles = client_partition(run, data)
     fed = Federation(run, data, indices, device, angles)
+    if rt["client_workers"] > 1:
+        log(f"{run_id(run)}: {fed.execution}")
     rid, rhash = run_id(run), run_hash(run)
 
     start_round, history, norms, seconds = 1, [], [], 0.0
@@ -182,7 +187,8 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
         cost = ckpt.get("cost", cost)
         log(f"resuming {rid} from round {ckpt['round']} ({ckpt_path})")
 
-    atomic.write_yaml(out / "resolved.yaml", {**run, "provenance": provenance(run, device, data)})
+    atomic.write_yaml(out / "resolved.yaml",
+                      {**run, "provenance": provenance(run, device, data, fed.execution)})
     t = run["training"]
     rounds = t["rounds"]
     status, diverged_round, last_round = "completed", None, start_round - 1

@@ -60,6 +60,9 @@ class ClientContext:
     extra: dict[str, Any] = field(default_factory=dict)
     domains: torch.Tensor | None = None  # domain ids of the current batch (when the data has)
     modules: torch.nn.ModuleDict | None = None  # the plug-ins' modules being trained
+    # a spare model of this client's own (a `FlatModel`), for algorithms that declare
+    # `needs_reference_models` (MOON's previous local model)
+    reference: Any = None
 
 
 def task_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

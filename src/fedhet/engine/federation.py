@@ -10,12 +10,21 @@ Design for reproducibility: every random draw of client k in round r comes from 
 derived from (seed, r, k), and client sampling from (seed, r), so a resumed run replays
 exactly what an uninterrupted one would have done, and every method of a table sees the
 same clients in the same rounds for a given seed.
+
+Concurrent clients (`runtime.client_workers` > 1, CPU): each client trains in a `Lane` of its
+own (working model, momentum buffer, spare model) on a thread of its own, with the same
+number of torch threads as a sequential run; the ops and their order within a client are the
+same, so every client's model, and the run's numbers, are bit-identical to the sequential
+path. Only methods declared `concurrent_clients` run this way, and a draw from torch's global
+generator during the round (which thread timing would reorder) stops the run.
 """
 
 from __future__ import annotations
 
 import copy
+import queue
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +34,7 @@ import torch
 
 from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput, weighted_average
 from fedhet.algorithms.base import task_loss
-from fedhet.catalog import implementation, model_classes, plugins_of
+from fedhet.catalog import implementation, method, model_classes, plugins_of
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.divergence import (
     group_divergence, layer_groups, segment_sq_norms, stage_groups,
@@ -67,6 +76,18 @@ class RoundResult:
     seconds: float = 0.0  # wall time of local training and aggregation
     bytes_down: int = 0  # server → clients: the model and what algorithm and plug-ins add
     bytes_up: int = 0  # clients → server
+
+
+@dataclass
+class Lane:
+    """What one client in training has to itself: the working model (and the plug-ins'
+    modules), a momentum buffer for clients that keep none, and a spare model for algorithms
+    that run reference models (`ClientContext.reference`)."""
+
+    work: FlatModel
+    modules: FlatModel | None
+    fresh_buffer: torch.Tensor
+    reference: FlatModel | None
 
 
 def sample_clients(seed: int, round: int, num_clients: int, per_round: int) -> list[int]:
@@ -112,6 +133,7 @@ class Federation:
         modules = plugin_modules(self.plugins, self.global_.module, self.seed)
         self.modules_global = None if modules is None else FlatModel(modules.to(device))
         self.modules_work = None if modules is None else FlatModel(copy.deepcopy(modules))
+        self.client_workers, self.execution = self._client_workers()
 
         self.x_train = data.x_train.to(device)
         self.y_train = data.y_train.to(device)
@@ -142,8 +164,12 @@ class Federation:
         algo = run["algorithm"]
         self.algorithm = implementation(algo["name"])(algo["params"], self.num_clients, t["momentum"])
         self.algorithm.setup(self.global_.params)
-        if getattr(self.algorithm, "needs_reference_models", False):
-            self.algorithm.attach(self.global_, self._build_model(channels, size))
+        references = getattr(self.algorithm, "needs_reference_models", False)
+        if references:
+            self.algorithm.attach(self.global_)
+        self.lanes = [Lane(self.work, self.modules_work, torch.zeros_like(self.global_.params),
+                           self._build_model(channels, size) if references else None)]
+        self._pool: ThreadPoolExecutor | None = None
         self.server = ServerView(
             run=run, seed=self.seed, device=device, num_classes=self.num_classes,
             num_clients=self.num_clients, global_model=self.global_, work_model=self.work,
@@ -159,7 +185,6 @@ class Federation:
             plugin.setup(self.server)
 
         self.momentum_buffers: dict[int, torch.Tensor] = {}
-        self._fresh_buffer = torch.zeros_like(self.global_.params)
         self.module_ranges = {
             name: (segs[0].offset, segs[-1].offset + segs[-1].numel)
             for name, segs in self.global_.param_groups_by_module().items()
@@ -168,6 +193,9 @@ class Federation:
         self.layer_groups = layer_groups(self.global_)
         head = next(s for s in self.global_.param_segments if s.name == "head.weight")
         self.head_weight = (head.offset, head.numel, head.shape)
+        with torch.random.fork_rng(devices=[]):  # as if there were one lane only
+            self.lanes += [self._build_lane(channels, size, references)
+                           for _ in range(self.client_workers - 1)]
 
     # -- construction -------------------------------------------------------------------
     def _build_model(self, channels: int, size: int) -> FlatModel:
@@ -181,6 +209,35 @@ class Federation:
             module = module.to(memory_format=torch.channels_last)
         return FlatModel(module, channels_last=self.channels_last)
 
+    def _build_lane(self, channels: int, size: int, reference: bool) -> Lane:
+        work = self._build_model(channels, size)
+        modules = self.modules_work
+        return Lane(work, None if modules is None else FlatModel(copy.deepcopy(modules.module)),
+                    torch.zeros_like(self.global_.params),
+                    self._build_model(channels, size) if reference else None)
+
+    def _client_workers(self) -> tuple[int, str]:
+        """How many clients train at once (`runtime.client_workers`, where the device and the
+        methods allow it), and the reason, in words, for the log."""
+        asked = int(self.run["runtime"]["client_workers"])
+        if asked == 1:
+            return 1, "clients train one at a time"
+        if self.device.type != "cpu":
+            return 1, (f"clients train one at a time (client_workers applies to CPU; the device "
+                       f"is {self.device})")
+        names = [self.run["algorithm"]["name"], *(p["name"] for p in self.run.get("plugins") or [])]
+        unsafe = [name for name in names if not method(name).concurrent_clients]
+        if unsafe:
+            return 1, ("clients train one at a time: " + ", ".join(unsafe)
+                       + " not declared safe to train clients concurrently")
+        if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+               for m in self.global_.module.modules()):
+            return 1, ("clients train one at a time: the model's dropout draws from torch's "
+                       "global generator")
+        n = min(asked, self.training["clients_per_round"], self.num_clients)
+        threads = torch.get_num_threads()
+        return n, f"{n} clients train at once, {threads} torch thread(s) each"
+
     # -- one client ---------------------------------------------------------------------
     def lr_at(self, round: int) -> float:
         """Learning rate of round `round` (1-based): lr · decay^(round−1)."""
@@ -192,12 +249,12 @@ class Federation:
             return int(t["local_steps"])
         return t["local_epochs"] * len(batch_slices(n, t["batch_size"]))
 
-    def _momentum_buffer(self, client: int) -> torch.Tensor:
+    def _momentum_buffer(self, client: int, lane: Lane) -> torch.Tensor:
         if self.training["keep_client_optimizer_state"]:
             if client not in self.momentum_buffers:
                 self.momentum_buffers[client] = torch.zeros_like(self.global_.params)
             return self.momentum_buffers[client]
-        return self._fresh_buffer.zero_()
+        return lane.fresh_buffer.zero_()
 
     def client_data(self, client: int, round: int) -> ClientData:
         """The client's training data of this round: its partition of the training set,
@@ -223,13 +280,17 @@ class Federation:
         logits = ctx.model.head(features)
         return StepOutput(features, logits, y, task_loss(logits, y), inputs=x)
 
-    def train_client(self, client: int, round: int, lr: float) -> tuple[ClientUpdate, torch.Tensor]:
-        """Local training of one client; returns its update and the summed step losses."""
+    def train_client(self, client: int, round: int, lr: float,
+                     lane: Lane | None = None) -> tuple[ClientUpdate, torch.Tensor]:
+        """Local training of one client (in `lane`, by default the first); returns its update
+        and the summed step losses."""
         t = self.training
-        work = self.work
+        lane = lane or self.lanes[0]
+        work = lane.work
         work.load(self.global_.params, self.global_.buffers)
         work.module.train()
-        seed_global(self.device, self.seed, "client", round, client)  # dropout etc.
+        if self.client_workers == 1:  # concurrent clients draw nothing from it (checked)
+            seed_global(self.device, self.seed, "client", round, client)  # dropout etc.
         gen = generator(self.device, self.seed, "batches", round, client)
         data = self.client_data(client, round)
         n = data.size
@@ -237,8 +298,9 @@ class Federation:
             client=client, round=round, lr=lr, params=work.params, grads=work.grads,
             buffers=work.buffers, global_params=self.global_.params,
             global_buffers=self.global_.buffers, num_samples=n, model=work.module,
+            reference=lane.reference,
         )
-        mods = self.modules_work
+        mods = lane.modules
         if mods is not None:
             mods.load(self.modules_global.params, self.modules_global.buffers)
             mods.module.train()
@@ -247,7 +309,7 @@ class Federation:
         self.algorithm.client_begin(ctx)
         for plugin in self.plugins:
             plugin.client_begin(ctx)
-        buf = self._momentum_buffer(client)
+        buf = self._momentum_buffer(client, lane)
         momentum, wd = t["momentum"], t["weight_decay"]
         total_steps = self.local_steps(n)
         loss_sum = torch.zeros((), device=self.device)
@@ -310,8 +372,9 @@ class Federation:
         for plugin in self.plugins:
             plugin.round_begin(round, clients)
         updates, losses, steps = [], torch.zeros((), device=self.device), 0
-        for k in clients:
-            update, loss_sum = self.train_client(k, round, lr)
+        trained = (self.train_concurrently(clients, round, lr) if self.client_workers > 1
+                   else [self.train_client(k, round, lr) for k in clients])
+        for update, loss_sum in trained:  # in client order, whatever order they finished in
             updates.append(update)
             losses += loss_sum
             steps += update.steps
@@ -341,6 +404,37 @@ class Federation:
         return RoundResult(round, lr, clients, losses / max(steps, 1), drift, total, divergence,
                            stages, layers, head_norms, updates, finite,
                            time.perf_counter() - began, down, up)
+
+    def train_concurrently(self, clients: list[int], round: int,
+                           lr: float) -> list[tuple[ClientUpdate, torch.Tensor]]:
+        """Train `clients` on the lanes, the largest first (the round ends sooner), and return
+        their results in client order. Stops the run if anything drew from torch's global
+        generator meanwhile: those draws would land in an order set by thread timing."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self.lanes), thread_name_prefix="fedhet-client")
+        free: queue.SimpleQueue[Lane] = queue.SimpleQueue()
+        for lane in self.lanes:
+            free.put(lane)
+
+        def train(client: int) -> tuple[ClientUpdate, torch.Tensor]:
+            lane = free.get()
+            try:
+                return self.train_client(client, round, lr, lane)
+            finally:
+                free.put(lane)
+
+        rng = torch.random.get_rng_state()
+        largest_first = sorted(clients, key=lambda k: -self.client_indices[k].numel())
+        futures = {k: self._pool.submit(train, k) for k in largest_first}
+        trained = [futures[k].result() for k in clients]
+        if not torch.equal(rng, torch.random.get_rng_state()):
+            raise RuntimeError(
+                "a method drew from torch's global random generator while clients trained "
+                "concurrently, so its numbers would depend on thread timing; set "
+                "runtime.client_workers: 1, or draw from a generator seeded per client "
+                "(fedhet.engine.seeding.generator) and keep the method's concurrent_clients"
+            )
+        return trained
 
     def communication(self, updates: list[ClientUpdate]) -> tuple[int, int]:
         """Bytes sent to the round's clients and back: the model (parameters and buffers)

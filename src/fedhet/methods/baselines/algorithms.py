@@ -224,22 +224,21 @@ class Moon(Algorithm):
         self.prev_params: dict[int, torch.Tensor] = {}
         self.prev_buffers: dict[int, torch.Tensor] = {}
 
-    def attach(self, global_model, previous_model) -> None:
-        """The server's model (holding w_g during local training) and a spare model."""
+    def attach(self, global_model) -> None:
+        """The server's model, holding w_g during local training (read only)."""
         self.global_model = global_model
-        self.previous_model = previous_model
 
     def client_begin(self, ctx: ClientContext) -> None:
         params = self.prev_params.get(ctx.client, ctx.global_params)
         buffers = self.prev_buffers.get(ctx.client, ctx.global_buffers)
-        self.previous_model.load(params, buffers)
+        ctx.reference.load(params, buffers)  # the client's own spare model
         self.global_model.module.eval()
-        self.previous_model.module.eval()
+        ctx.reference.module.eval()
 
     def extra_loss(self, ctx: ClientContext, out: StepOutput) -> torch.Tensor:
         with torch.no_grad():
             z_glob = self.global_model.module.features(out.inputs)
-            z_prev = self.previous_model.module.features(out.inputs)
+            z_prev = ctx.reference.module.features(out.inputs)
         tau = self.hp["temperature"]
         return self.hp["mu"] * contrastive_loss(out.features, z_glob, z_prev, tau, tau)
 

@@ -13,6 +13,7 @@ DECLARATIONS = [
         summary="FedDecorr (Shi et al., 2023): a penalty on the correlations of the batch's "
         "penultimate features",
         module="fedhet.methods.feddecorr.plugin",
+        concurrent_clients=True,  # a loss on the batch's features; no state
         params={
             "beta": Param(
                 0.1, "β, weight of L_dc (code: FedDecorr's CIFAR scripts and FedBR's code use "

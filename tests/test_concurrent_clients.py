@@ -1,0 +1,107 @@
+"""Clients trained concurrently (`runtime.client_workers`) give exactly the sequential numbers.
+
+Exact, not to a tolerance: every client runs the same ops in the same order on the same number
+of torch threads, only on another OS thread, so its model is the same bit for bit; the round's
+results are gathered in client order, so the aggregation adds the same numbers in the same
+order. A difference in the last bit would mean shared state leaked between clients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedhet.methods.feddecorr.plugin import FedDecorr
+from fedhet.train import train
+from run_outputs import metrics_without_wall_times, run_outputs, without_step_time
+from tiny_runs import federation_of
+
+DATA = {"name": "digits10", "options": {"channels": 1, "size": 16, "train_per_class": 30,
+                                        "test_per_class": 10}}
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("datasets"))
+
+
+@pytest.fixture(autouse=True)
+def keep_torch_threads():
+    threads = torch.get_num_threads()  # train() sets them from runtime.threads
+    yield
+    torch.set_num_threads(threads)
+
+
+def run_of(data_root, tmp_path, workers: int, algorithm: str = "fedavg", plugins=(),
+           model: str = "cnn4", **training) -> dict:
+    """Dirichlet(0.5) clients of unequal sizes, hence unequal step counts: 3 of 5 train each
+    round, with momentum and weight decay."""
+    return {
+        "seed": 5,
+        "dataset": {**DATA, "root": data_root},
+        "partition": {"scheme": "dirichlet", "num_clients": 5, "alpha": 0.5, "min_size": 5,
+                      "root": str(tmp_path / "partitions")},
+        "model": {"name": model, "width": 0.25},
+        "algorithm": {"name": algorithm},
+        "plugins": [{"name": p} for p in plugins],
+        "training": {"rounds": 3, "clients_per_round": 3, "batch_size": 16, "lr": 0.05,
+                     "momentum": 0.9, "weight_decay": 1e-4, **training},
+        "runtime": {"device": "cpu", "threads": 1, "client_workers": workers,
+                    "checkpoint_every": 1},
+    }
+
+
+CASES = [
+    ("fedavg", (), "cnn4"),
+    ("fedprox", (), "cnn4"),
+    ("scaffold", (), "cnn4"),
+    ("fednova", (), "cnn4"),
+    ("moon", (), "simplecnn"),
+    ("fedavg", ("feddecorr",), "cnn4"),
+    ("fedavg", (), "resnet10"),  # BatchNorm: running statistics stay each client's own
+]
+
+
+@pytest.mark.parametrize("algorithm,plugins,model", CASES)
+def test_concurrent_clients_give_the_sequential_numbers(data_root, tmp_path, algorithm,
+                                                        plugins, model):
+    runs = {}
+    for workers in (1, 3):
+        out = tmp_path / f"w{workers}"
+        final = train(run_of(data_root, tmp_path, workers, algorithm, plugins, model), out,
+                      log=lambda m: None)
+        runs[workers] = (without_step_time(final), *run_outputs(out))
+    (final_seq, metrics_seq, model_seq), (final_con, metrics_con, model_con) = runs[1], runs[3]
+    assert final_con == final_seq
+    assert metrics_con == metrics_seq
+    assert model_con.keys() == model_seq.keys()
+    assert all(torch.equal(model_con[k], model_seq[k]) for k in model_seq)
+    resolved = (tmp_path / "w3" / "resolved.yaml").read_text()
+    assert "3 clients train at once, 1 torch thread(s) each" in resolved
+
+
+def test_a_stopped_concurrent_run_resumes_to_the_sequential_numbers(data_root, tmp_path):
+    run = run_of(data_root, tmp_path, 3, "scaffold", keep_client_optimizer_state=True)
+    train(run, tmp_path / "resumed", tmp_path / "ckpt", log=lambda m: None, stop_after=2)
+    resumed = train(run, tmp_path / "resumed", tmp_path / "ckpt", log=lambda m: None)
+    whole = train(run_of(data_root, tmp_path, 1, "scaffold", keep_client_optimizer_state=True),
+                  tmp_path / "whole", log=lambda m: None)
+    assert without_step_time(resumed) == without_step_time(whole)
+    assert metrics_without_wall_times(tmp_path / "resumed" / "metrics.jsonl") == \
+        metrics_without_wall_times(tmp_path / "whole" / "metrics.jsonl")
+
+
+def test_undeclared_method_trains_clients_one_at_a_time(data_root, tmp_path):
+    fed = federation_of(run_of(data_root, tmp_path, 3, "fedavg", ("mixup",)))
+    assert fed.client_workers == 1 and len(fed.lanes) == 1
+    assert "mixup not declared safe to train clients concurrently" in fed.execution
+
+
+def test_a_draw_from_the_global_generator_stops_a_concurrent_run(data_root, tmp_path,
+                                                                   monkeypatch):
+    def noisy_loss(self, ctx, out):
+        return out.features.sum() * 0 + torch.rand(()) * 0  # torch.rand: the global generator
+
+    monkeypatch.setattr(FedDecorr, "extra_loss", noisy_loss)
+    fed = federation_of(run_of(data_root, tmp_path, 3, "fedavg", ("feddecorr",)))
+    with pytest.raises(RuntimeError, match="global random generator"):
+        fed.run_round(1)
