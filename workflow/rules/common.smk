@@ -305,6 +305,10 @@ def train_run_json(wildcards, output):
     part = partition_file(wildcards.run_id)
     if part is not None:
         run["partition"]["file"] = part
+    workers = run["runtime"]["client_workers"]
+    if workers > 1 and not run["runtime"]["threads"]:
+        # the job's cores shared among the clients that train at once
+        run["runtime"]["threads"] = max(1, RES["threads"] // workers)
     return json.dumps(run, sort_keys=True, separators=(",", ":"))
 
 
