@@ -50,6 +50,7 @@ class FedDF(Plugin):
         self.last_loss: float | None = None
         self.last_steps = 0  # distillation steps taken in the last round
         self.last_gain = 0.0  # validation accuracy gained in the last round
+        self._teachers: list[Any] = []  # FlatModels the round's client models are loaded into
 
     def setup(self, server: ServerView) -> None:
         fed = self.fed = server
@@ -115,9 +116,23 @@ class FedDF(Plugin):
         with torch.enable_grad():  # the engine calls round_end under no_grad
             self._distill(fed, teachers, steps, round)
 
+    def _teacher_models(self, fed: ServerView,
+                        teachers: list[tuple[Tensor, Tensor]]) -> list[torch.nn.Module]:
+        """The teachers as models in eval mode, loaded once per distillation (the models are
+        built once and kept across rounds; building leaves torch's global generator as it was)."""
+        cuda = [fed.device.index or 0] if fed.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            while len(self._teachers) < len(teachers):
+                self._teachers.append(fed.new_model())
+        for model, (p, b) in zip(self._teachers, teachers):
+            model.load(p, b)
+            model.module.eval()
+        return [model.module for model in self._teachers[:len(teachers)]]
+
     def _distill(self, fed: ServerView, teachers: list[tuple[Tensor, Tensor]], steps: int,
                  round: int) -> None:
-        student, work = fed.global_model, fed.work_model
+        student = fed.global_model
+        models = self._teacher_models(fed, teachers)
         gen = generator(self.device, fed.seed, "feddf", round)
         torch.manual_seed(derive_seed(fed.seed, "feddf", round))
         params = list(student.module.parameters())
@@ -131,7 +146,6 @@ class FedDF(Plugin):
             best = (student.params.clone(), student.buffers.clone())
             best_step = 0
         student.module.train()
-        work.module.eval()
         total = torch.zeros((), device=self.device)
         for step in range(1, steps + 1):
             x = self._batch(gen)
@@ -139,9 +153,8 @@ class FedDF(Plugin):
                 x = x.contiguous(memory_format=torch.channels_last)
             with torch.no_grad(), fed.autocast:
                 ensemble = torch.zeros((), device=self.device)
-                for p, b in teachers:
-                    work.load(p, b)
-                    ensemble = ensemble + work.module(x).float()
+                for teacher in models:
+                    ensemble = ensemble + teacher(x).float()
                 ensemble = ensemble / len(teachers)
             student.zero_grad()
             with fed.autocast:
