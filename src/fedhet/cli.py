@@ -215,8 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clients", type=int, default=2)
     p.add_argument("--samples", type=int, default=2048, help="samples per client")
     p.add_argument("--device", default="auto")
+    p.add_argument("--client-workers", type=int, default=1,
+                   help="clients our engine trains at once (runtime.client_workers)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds per timed window")
+    p.add_argument("--repeats", type=int, default=3, help="timed windows; medians are printed")
     p.add_argument("--round-time", action="store_true",
                    help="also time one FedAvg round of the paper setting (5 clients × 5000 images)")
+    p.add_argument("--round-samples", type=int, default=5000,
+                   help="images per client of --round-time (fewer: a quick look on a CPU)")
     p.set_defaults(func=cmd_bench)
 
     from fedhet.posthoc.cli import add_subcommands as add_posthoc_subcommands
