@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     if served is not None:
         return served
     args = build_parser().parse_args(argv)
+    from fedhet.engine.memory import keep_freed_memory
+
+    keep_freed_memory()  # every command's tensors: reused pages, not fresh ones (same numbers)
     try:
         return args.func(args)
     except Exception as err:

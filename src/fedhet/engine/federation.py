@@ -47,6 +47,7 @@ from fedhet.engine.evaluation import (
     exact_slice,
 )
 from fedhet.engine.flat import FlatModel
+from fedhet.engine.memory import keep_freed_memory
 from fedhet.engine.seeding import derive_seed, generator, seed_global
 from fedhet.engine.server import ClientData, ServerView
 from fedhet.engine.sgd import sgd_step
@@ -110,6 +111,7 @@ class Federation:
 
     def __init__(self, run: dict[str, Any], data: Any, client_indices: list[np.ndarray],
                  device: torch.device, client_angles: list[np.ndarray] | None = None) -> None:
+        keep_freed_memory()  # no page faults for every step's activations (same numbers)
         self.run = run
         self.device = device
         self.seed = run["seed"]
