@@ -42,7 +42,7 @@ def run_of(data_root, tmp_path, workers: int, algorithm: str = "fedavg", plugins
                       "root": str(tmp_path / "partitions")},
         "model": {"name": model, "width": 0.25},
         "algorithm": {"name": algorithm},
-        "plugins": [{"name": p} for p in plugins],
+        "plugins": [p if isinstance(p, dict) else {"name": p} for p in plugins],
         "training": {"rounds": 3, "clients_per_round": 3, "batch_size": 16, "lr": 0.05,
                      "momentum": 0.9, "weight_decay": 1e-4, **training},
         "runtime": {"device": "cpu", "threads": 1, "client_workers": workers,
@@ -57,6 +57,8 @@ CASES = [
     ("fednova", (), "cnn4"),
     ("moon", (), "simplecnn"),
     ("fedavg", ("feddecorr",), "cnn4"),
+    ("scaffold", ({"name": "vhl", "params": {"virtual_kind": "noise", "virtual_per_class": 6,
+                                             "virtual_batch_size": 8}},), "cnn4"),
     ("fedavg", (), "resnet10"),  # BatchNorm: running statistics stay each client's own
 ]
 

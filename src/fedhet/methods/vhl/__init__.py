@@ -46,6 +46,7 @@ DECLARATIONS = [
         summary="Virtual Homogeneity Learning (Tang et al., ICML 2022): shared virtual data and "
         "feature calibration",
         module="fedhet.methods.vhl.plugin",
+        concurrent_clients=True,  # per-client draws live in ctx.extra["vhl"]
         version=1,
         params={
             "variant": Param(

@@ -29,6 +29,7 @@ nothing at all (no extra outputs, no extra random draws), so the run equals its 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -46,6 +47,16 @@ from fedhet.engine.sgd import sgd_step
 from fedhet.plugins import PLUGINS, Plugin
 
 CODE_MEAN, CODE_STD = 0.5, 0.25  # the authors' Normalize for virtual images
+
+
+@dataclass
+class VirtualStream:
+    """One client's draws of virtual data in a round (kept in its context, so clients that
+    train at once draw independently): its generator and its place in the current pass."""
+
+    gen: torch.Generator
+    order: Tensor | None = None
+    cursor: int = 0
 
 
 def calibration_loss(natural: Tensor, virtual: Tensor, y: Tensor, y_virtual: Tensor,
@@ -174,23 +185,22 @@ class VHL(Plugin):
     def client_begin(self, ctx: ClientContext) -> None:
         if self.mode == "off":
             return
-        self.gen = generator(self.device, self.seed, "vhl", ctx.round, ctx.client)
-        self.order: Tensor | None = None
-        self.cursor = 0
+        ctx.extra["vhl"] = VirtualStream(generator(self.device, self.seed, "vhl", ctx.round,
+                                                   ctx.client))
 
-    def virtual_batch(self) -> tuple[Tensor, Tensor]:
-        """The next virtual batch of this client: a fresh permutation of the virtual dataset
-        per pass (the last incomplete batch of a pass is dropped), augmented, normalised."""
+    def virtual_batch(self, stream: VirtualStream) -> tuple[Tensor, Tensor]:
+        """The next virtual batch of `stream`: a fresh permutation of the virtual dataset per
+        pass (the last incomplete batch of a pass is dropped), augmented, normalised."""
         n = self.yv.numel()
         if self.batch > n:
-            take = torch.randint(n, (self.batch,), device=self.device, generator=self.gen)
+            take = torch.randint(n, (self.batch,), device=self.device, generator=stream.gen)
         else:
-            if self.order is None or self.cursor + self.batch > n:
-                self.order = torch.randperm(n, device=self.device, generator=self.gen)
-                self.cursor = 0
-            take = self.order[self.cursor:self.cursor + self.batch]
-            self.cursor += self.batch
-        return self.augmenter.train(self.xv[take], self.gen), self.yv[take]
+            if stream.order is None or stream.cursor + self.batch > n:
+                stream.order = torch.randperm(n, device=self.device, generator=stream.gen)
+                stream.cursor = 0
+            take = stream.order[stream.cursor:stream.cursor + self.batch]
+            stream.cursor += self.batch
+        return self.augmenter.train(self.xv[take], stream.gen), self.yv[take]
 
     def _run(self, model: torch.nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Activation at the calibration layer, penultimate feature and logits, one pass."""
@@ -211,7 +221,7 @@ class VHL(Plugin):
             return None
         if self.mode == "features":
             return self._forward_vfa(ctx, x, y)
-        xv, yv = self.virtual_batch()
+        xv, yv = self.virtual_batch(ctx.extra["vhl"])
         n = x.shape[0]
         inputs = torch.cat([x, xv])
         if self.fed.channels_last:
@@ -236,9 +246,10 @@ class VHL(Plugin):
         h, feats, logits = self._run(ctx.model, x)
         loss = task_loss(logits, y)
         y = hard_labels(y)
-        labels = torch.randint(self.cv, (self.batch,), device=self.device, generator=self.gen)
+        gen = ctx.extra["vhl"].gen
+        labels = torch.randint(self.cv, (self.batch,), device=self.device, generator=gen)
         noise = torch.randn(self.batch, self.feature_means.shape[1], device=self.device,
-                            generator=self.gen)
+                            generator=gen)
         virtual = self.feature_means[labels] + float(self.hp["vfa_std"]) * noise
         loss = loss + self.w_cal * calibration_loss(pooled(h), virtual, y, labels,
                                                     self.hp["temperature"])
@@ -252,12 +263,11 @@ class VHL(Plugin):
         lr, momentum, wd = t["lr"], t["momentum"], t["weight_decay"]
         flat = fed.global_model
         flat.module.train()
-        self.gen = generator(self.device, self.seed, "vftl")
-        self.order, self.cursor = None, 0
+        stream = VirtualStream(generator(self.device, self.seed, "vftl"))
         torch.manual_seed(derive_seed(self.seed, "vftl"))
         buf = torch.zeros_like(flat.params)
         for _ in range(steps):
-            xv, yv = self.virtual_batch()
+            xv, yv = self.virtual_batch(stream)
             if fed.channels_last:
                 xv = xv.contiguous(memory_format=torch.channels_last)
             flat.zero_grad()
