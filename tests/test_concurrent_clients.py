@@ -10,13 +10,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fedhet.engine.evaluation import CPU_SLICE, evaluate_inputs
 from fedhet.methods.feddecorr.plugin import FedDecorr
 from fedhet.train import train
 from run_outputs import metrics_without_wall_times, run_outputs, without_step_time
 from tiny_runs import federation_of
 
+# 300 test images: more than one evaluation slice (fedhet.engine.evaluation.CPU_SLICE)
 DATA = {"name": "digits10", "options": {"channels": 1, "size": 16, "train_per_class": 30,
-                                        "test_per_class": 10}}
+                                        "test_per_class": 30}}
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +109,13 @@ def test_a_draw_from_the_global_generator_stops_a_concurrent_run(data_root, tmp_
     fed = federation_of(run_of(data_root, tmp_path, 3, "fedavg", ("feddecorr",)))
     with pytest.raises(RuntimeError, match="global random generator"):
         fed.run_round(1)
+
+
+def test_evaluation_slices_on_the_client_threads_give_the_same_numbers(data_root, tmp_path):
+    fed = federation_of(run_of(data_root, tmp_path, 3))
+    fed.run_round(1)
+    inputs, model = fed.test_inputs(512), fed.global_.module
+    assert fed.slice_map() is not None and inputs.y.numel() > CPU_SLICE
+    alone = evaluate_inputs(model, inputs, slice_size=CPU_SLICE)
+    threaded = evaluate_inputs(model, inputs, slice_size=CPU_SLICE, map_slices=fed.slice_map())
+    assert threaded == alone

@@ -10,12 +10,13 @@ Two things keep evaluation cheap without changing a single bit of its metrics:
   model, the CPU and the thread count (a 1x1 convolution or a linear layer may reduce in
   another order for another batch size), so `exact_slice` checks it on the run's own batch
   shapes before slicing is used. Losses and accuracies are summed per evaluation batch, in
-  the same order either way.
+  the same order either way. With clients trained concurrently the slices run concurrently
+  too (`map_slices`), each computed as it would be alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
@@ -25,6 +26,8 @@ from torch import nn
 from fedhet.engine.augment import Augmenter
 
 CPU_SLICE = 128
+# How the slices of a batch are computed: (model, slices) → their logits, in order.
+SliceMap = Callable[[nn.Module, Iterable[torch.Tensor]], Iterable[torch.Tensor]]
 # Prepared float inputs a run may keep for its test sets (bytes, all sets together).
 KEEP_BYTES = 512 * 2**20
 
@@ -68,11 +71,14 @@ class PreparedTestSet:
                 for s in starts]
 
 
-def forward_sliced(model: nn.Module, x: torch.Tensor, slice_size: int | None) -> torch.Tensor:
-    """`model(x)`, computed in slices of `slice_size` samples (all at once with None)."""
+def forward_sliced(model: nn.Module, x: torch.Tensor, slice_size: int | None,
+                   map_slices: SliceMap | None = None) -> torch.Tensor:
+    """`model(x)`, computed in slices of `slice_size` samples (all at once with None), the
+    slices by `map_slices` if given (e.g. on several threads), else one after another."""
     if slice_size is None or x.shape[0] <= slice_size:
         return model(x)
-    return torch.cat([model(part) for part in x.split(slice_size)])
+    parts = x.split(slice_size)
+    return torch.cat(list(map_slices(model, parts) if map_slices else map(model, parts)))
 
 
 @torch.no_grad()
@@ -111,9 +117,11 @@ def evaluate_inputs(model: nn.Module, inputs: PreparedTestSet,
                     logit_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
                     groups: torch.Tensor | None = None,
                     slice_size: int | None = None,
+                    map_slices: SliceMap | None = None,
                     ) -> tuple[float, float, dict[int, tuple[float, float]]]:
     """(accuracy, mean loss, {group: (accuracy, mean loss)}) of `model` over prepared test
-    inputs, the forward passes in slices of `slice_size` samples (see `exact_slice`)."""
+    inputs, the forward passes in slices of `slice_size` samples (see `exact_slice`), computed
+    by `map_slices` if given."""
     model.eval()
     autocast = autocast or nullcontext()
     device = inputs.y.device
@@ -123,7 +131,7 @@ def evaluate_inputs(model: nn.Module, inputs: PreparedTestSet,
     losses = [] if groups is not None else None
     for xb, yb in inputs:
         with autocast:
-            logits = forward_sliced(model, xb, slice_size)
+            logits = forward_sliced(model, xb, slice_size, map_slices)
             if logit_map is not None:
                 logits = logit_map(logits)
         loss += F.cross_entropy(logits.float(), yb, reduction="sum")

@@ -42,6 +42,7 @@ from fedhet.engine.divergence import (
 from fedhet.engine.evaluation import (
     KEEP_BYTES,
     PreparedTestSet,
+    SliceMap,
     evaluate_inputs,
     evaluate_model,
     exact_slice,
@@ -407,13 +408,17 @@ class Federation:
                            stages, layers, head_norms, updates, finite,
                            time.perf_counter() - began, down, up)
 
+    def _client_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self.lanes), thread_name_prefix="fedhet-client")
+        return self._pool
+
     def train_concurrently(self, clients: list[int], round: int,
                            lr: float) -> list[tuple[ClientUpdate, torch.Tensor]]:
         """Train `clients` on the lanes, the largest first (the round ends sooner), and return
         their results in client order. Stops the run if anything drew from torch's global
         generator meanwhile: those draws would land in an order set by thread timing."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(len(self.lanes), thread_name_prefix="fedhet-client")
+        pool = self._client_pool()
         free: queue.SimpleQueue[Lane] = queue.SimpleQueue()
         for lane in self.lanes:
             free.put(lane)
@@ -427,7 +432,7 @@ class Federation:
 
         rng = torch.random.get_rng_state()
         largest_first = sorted(clients, key=lambda k: -self.client_indices[k].numel())
-        futures = {k: self._pool.submit(train, k) for k in largest_first}
+        futures = {k: pool.submit(train, k) for k in largest_first}
         trained = [futures[k].result() for k in clients]
         if not torch.equal(rng, torch.random.get_rng_state()):
             raise RuntimeError(
@@ -481,7 +486,8 @@ class Federation:
             acc, loss, per_domain = evaluate_inputs(model, self.test_inputs(batch_size),
                                                     self.autocast, logit_map,
                                                     groups=self.domains_scored,
-                                                    slice_size=self.eval_slice(batch_size))
+                                                    slice_size=self.eval_slice(batch_size),
+                                                    map_slices=self.slice_map())
         if per_domain:
             names = self.domain_names or ()
             named = {(names[d] if d < len(names) else str(d)): v
@@ -519,7 +525,8 @@ class Federation:
             return self.evaluate_rotated(model, batch_size)[:2]
         return evaluate_inputs(model, self.test_inputs(batch_size), self.autocast,
                                self.server.logit_map,
-                               slice_size=self.eval_slice(batch_size))[:2]
+                               slice_size=self.eval_slice(batch_size),
+                               map_slices=self.slice_map())[:2]
 
     def evaluate_rotated(self, model: torch.nn.Module,
                          batch_size: int) -> tuple[float, float, dict[str, float]]:
@@ -530,7 +537,8 @@ class Federation:
         for angle in self.test_rotations:
             acc, loss, _ = evaluate_inputs(model, self.test_inputs(batch_size, angle),
                                            self.autocast, self.server.logit_map,
-                                           slice_size=self.eval_slice(batch_size))
+                                           slice_size=self.eval_slice(batch_size),
+                                           map_slices=self.slice_map())
             accs[f"{angle:g}"] = acc
             losses.append(loss)
         return sum(accs.values()) / len(accs), sum(losses) / len(losses), accs
@@ -556,6 +564,19 @@ class Federation:
             self._eval_slice[batch_size] = exact_slice(
                 self.global_.module, self.test_inputs(batch_size), self.autocast)
         return self._eval_slice[batch_size]
+
+    def slice_map(self) -> SliceMap | None:
+        """With concurrent clients (and no autocast, whose state is per thread), evaluation
+        slices run on the clients' threads, each as it would alone; else None (in turn)."""
+        if self.client_workers == 1 or not isinstance(self.autocast, nullcontext):
+            return None
+
+        def forward(model: torch.nn.Module, part: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():  # grad mode is per thread
+                return model(part)
+
+        pool = self._client_pool()
+        return lambda model, parts: pool.map(forward, [model] * len(parts), parts)
 
     def global_head_norms(self) -> torch.Tensor:
         off, numel, shape = self.head_weight
