@@ -149,8 +149,12 @@ def main(args: argparse.Namespace) -> int:
     print(f"device {device} | torch threads {torch.get_num_threads()} | model {args.model} "
           f"width {args.width} | {args.dataset} {tuple(data.x_train.shape[1:])} | "
           f"{args.clients} clients × {args.samples} samples, batch {args.batch_size}")
+    cores = torch.get_num_threads()
+    torch.set_num_threads(max(1, cores // args.client_workers))  # the cores shared by the clients
     ours = engine_round_seconds(run, data, indices, device, **timing)
-    print(f"engine     {_spread(ours, samples)}  client_workers {args.client_workers}")
+    print(f"engine     {_spread(ours, samples)}  client_workers {args.client_workers} × "
+          f"{torch.get_num_threads()} thread(s)")
+    torch.set_num_threads(cores)
     loader_workers = sorted({0, min(4, os.cpu_count() or 1)})
     refs = {}
     for workers in loader_workers:
@@ -169,7 +173,9 @@ def main(args: argparse.Namespace) -> int:
                 "training": {**run["training"], "batch_size": 128, "clients_per_round": 5},
                 "partition": {"num_clients": 5},
                 "runtime": {**run["runtime"], "client_workers": workers}})
+            torch.set_num_threads(max(1, cores // workers))
             seconds = engine_round_seconds(paper_run, data, paper, device, rounds=1, repeats=1)
+            torch.set_num_threads(cores)
             print(f"FedAvg round, ResNet-18, 5 clients × {n} images, batch 128, client_workers "
                   f"{workers}: {seconds[0]:.2f} s (paper setting: 5000 images a client; anchor "
                   "about 32 s on an RTX 2080 Ti)")
