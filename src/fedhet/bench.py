@@ -57,10 +57,17 @@ def timed(one_round: Callable[[], Any], device: torch.device, rounds: int,
 
 def engine_round_seconds(run: dict[str, Any], data: Any, indices: list[np.ndarray],
                          device: torch.device, rounds: int = 2, repeats: int = 3) -> list[float]:
-    """Seconds per round of our engine (`timed`)."""
-    fed = Federation(run, data, indices, device)
-    counter = iter(range(1, 10**9))
-    return timed(lambda: fed.run_round(next(counter)).train_loss.item(), device, rounds, repeats)
+    """Seconds per round of our engine (`timed`); with `runtime.client_workers` N, the clients
+    share this process's torch threads (each gets 1/N of them)."""
+    cores = torch.get_num_threads()
+    torch.set_num_threads(max(1, cores // run["runtime"]["client_workers"]))
+    try:
+        fed = Federation(run, data, indices, device)
+        counter = iter(range(1, 10**9))
+        return timed(lambda: fed.run_round(next(counter)).train_loss.item(), device, rounds,
+                     repeats)
+    finally:
+        torch.set_num_threads(cores)
 
 
 class _PILDataset(torch.utils.data.Dataset):
@@ -149,12 +156,9 @@ def main(args: argparse.Namespace) -> int:
     print(f"device {device} | torch threads {torch.get_num_threads()} | model {args.model} "
           f"width {args.width} | {args.dataset} {tuple(data.x_train.shape[1:])} | "
           f"{args.clients} clients × {args.samples} samples, batch {args.batch_size}")
-    cores = torch.get_num_threads()
-    torch.set_num_threads(max(1, cores // args.client_workers))  # the cores shared by the clients
     ours = engine_round_seconds(run, data, indices, device, **timing)
     print(f"engine     {_spread(ours, samples)}  client_workers {args.client_workers} × "
-          f"{torch.get_num_threads()} thread(s)")
-    torch.set_num_threads(cores)
+          f"{max(1, torch.get_num_threads() // args.client_workers)} thread(s)")
     loader_workers = sorted({0, min(4, os.cpu_count() or 1)})
     refs = {}
     for workers in loader_workers:
@@ -173,9 +177,7 @@ def main(args: argparse.Namespace) -> int:
                 "training": {**run["training"], "batch_size": 128, "clients_per_round": 5},
                 "partition": {"num_clients": 5},
                 "runtime": {**run["runtime"], "client_workers": workers}})
-            torch.set_num_threads(max(1, cores // workers))
             seconds = engine_round_seconds(paper_run, data, paper, device, rounds=1, repeats=1)
-            torch.set_num_threads(cores)
             print(f"FedAvg round, ResNet-18, 5 clients × {n} images, batch 128, client_workers "
                   f"{workers}: {seconds[0]:.2f} s (paper setting: 5000 images a client; anchor "
                   "about 32 s on an RTX 2080 Ti)")

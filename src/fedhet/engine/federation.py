@@ -11,20 +11,13 @@ derived from (seed, r, k), and client sampling from (seed, r), so a resumed run 
 exactly what an uninterrupted one would have done, and every method of a table sees the
 same clients in the same rounds for a given seed.
 
-Concurrent clients (`runtime.client_workers` > 1, CPU): each client trains in a `Lane` of its
-own (working model, momentum buffer, spare model) on a thread of its own, with the same
-number of torch threads as a sequential run; the ops and their order within a client are the
-same, so every client's model, and the run's numbers, are bit-identical to the sequential
-path. Only methods declared `concurrent_clients` run this way, and a draw from torch's global
-generator during the round (which thread timing would reorder) stops the run.
+Several clients of a round may train at once on CPU, with the same numbers: `fedhet.engine.lanes`.
 """
 
 from __future__ import annotations
 
 import copy
-import queue
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +27,7 @@ import torch
 
 from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput, weighted_average
 from fedhet.algorithms.base import task_loss
-from fedhet.catalog import implementation, method, model_classes, plugins_of
+from fedhet.catalog import implementation, model_classes, plugins_of
 from fedhet.engine.augment import Augmenter
 from fedhet.engine.divergence import (
     group_divergence, layer_groups, segment_sq_norms, stage_groups,
@@ -48,6 +41,7 @@ from fedhet.engine.evaluation import (
     exact_slice,
 )
 from fedhet.engine.flat import FlatModel
+from fedhet.engine.lanes import Lane, LanePool, client_workers
 from fedhet.engine.memory import keep_freed_memory
 from fedhet.engine.seeding import derive_seed, generator, seed_global
 from fedhet.engine.server import ClientData, ServerView
@@ -78,18 +72,6 @@ class RoundResult:
     seconds: float = 0.0  # wall time of local training and aggregation
     bytes_down: int = 0  # server → clients: the model and what algorithm and plug-ins add
     bytes_up: int = 0  # clients → server
-
-
-@dataclass
-class Lane:
-    """What one client in training has to itself: the working model (and the plug-ins'
-    modules), a momentum buffer for clients that keep none, and a spare model for algorithms
-    that run reference models (`ClientContext.reference`)."""
-
-    work: FlatModel
-    modules: FlatModel | None
-    fresh_buffer: torch.Tensor
-    reference: FlatModel | None
 
 
 def sample_clients(seed: int, round: int, num_clients: int, per_round: int) -> list[int]:
@@ -136,7 +118,8 @@ class Federation:
         modules = plugin_modules(self.plugins, self.global_.module, self.seed)
         self.modules_global = None if modules is None else FlatModel(modules.to(device))
         self.modules_work = None if modules is None else FlatModel(copy.deepcopy(modules))
-        self.client_workers, self.execution = self._client_workers()
+        self.client_workers, self.execution = client_workers(run, device, self.global_.module,
+                                                             self.num_clients)
 
         self.x_train = data.x_train.to(device)
         self.y_train = data.y_train.to(device)
@@ -172,7 +155,6 @@ class Federation:
             self.algorithm.attach(self.global_)
         self.lanes = [Lane(self.work, self.modules_work, torch.zeros_like(self.global_.params),
                            self._build_model(channels, size) if references else None)]
-        self._pool: ThreadPoolExecutor | None = None
         self.server = ServerView(
             run=run, seed=self.seed, device=device, num_classes=self.num_classes,
             num_clients=self.num_clients, global_model=self.global_, work_model=self.work,
@@ -199,6 +181,7 @@ class Federation:
         with torch.random.fork_rng(devices=[]):  # as if there were one lane only
             self.lanes += [self._build_lane(channels, size, references)
                            for _ in range(self.client_workers - 1)]
+        self.lane_pool = LanePool(self.lanes)
 
     # -- construction -------------------------------------------------------------------
     def _build_model(self, channels: int, size: int) -> FlatModel:
@@ -218,28 +201,6 @@ class Federation:
         return Lane(work, None if modules is None else FlatModel(copy.deepcopy(modules.module)),
                     torch.zeros_like(self.global_.params),
                     self._build_model(channels, size) if reference else None)
-
-    def _client_workers(self) -> tuple[int, str]:
-        """How many clients train at once (`runtime.client_workers`, where the device and the
-        methods allow it), and the reason, in words, for the log."""
-        asked = int(self.run["runtime"]["client_workers"])
-        if asked == 1:
-            return 1, "clients train one at a time"
-        if self.device.type != "cpu":
-            return 1, (f"clients train one at a time (client_workers applies to CPU; the device "
-                       f"is {self.device})")
-        names = [self.run["algorithm"]["name"], *(p["name"] for p in self.run.get("plugins") or [])]
-        unsafe = [name for name in names if not method(name).concurrent_clients]
-        if unsafe:
-            return 1, ("clients train one at a time: " + ", ".join(unsafe)
-                       + " not declared safe to train clients concurrently")
-        if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
-               for m in self.global_.module.modules()):
-            return 1, ("clients train one at a time: the model's dropout draws from torch's "
-                       "global generator")
-        n = min(asked, self.training["clients_per_round"], self.num_clients)
-        threads = torch.get_num_threads()
-        return n, f"{n} clients train at once, {threads} torch thread(s) each"
 
     # -- one client ---------------------------------------------------------------------
     def lr_at(self, round: int) -> float:
@@ -375,8 +336,12 @@ class Federation:
         for plugin in self.plugins:
             plugin.round_begin(round, clients)
         updates, losses, steps = [], torch.zeros((), device=self.device), 0
-        trained = (self.train_concurrently(clients, round, lr) if self.client_workers > 1
-                   else [self.train_client(k, round, lr) for k in clients])
+        if self.client_workers > 1:
+            trained = self.lane_pool.train(
+                clients, lambda k, lane: self.train_client(k, round, lr, lane),
+                size=lambda k: self.client_indices[k].numel())
+        else:
+            trained = [self.train_client(k, round, lr) for k in clients]
         for update, loss_sum in trained:  # in client order, whatever order they finished in
             updates.append(update)
             losses += loss_sum
@@ -407,41 +372,6 @@ class Federation:
         return RoundResult(round, lr, clients, losses / max(steps, 1), drift, total, divergence,
                            stages, layers, head_norms, updates, finite,
                            time.perf_counter() - began, down, up)
-
-    def _client_pool(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(len(self.lanes), thread_name_prefix="fedhet-client")
-        return self._pool
-
-    def train_concurrently(self, clients: list[int], round: int,
-                           lr: float) -> list[tuple[ClientUpdate, torch.Tensor]]:
-        """Train `clients` on the lanes, the largest first (the round ends sooner), and return
-        their results in client order. Stops the run if anything drew from torch's global
-        generator meanwhile: those draws would land in an order set by thread timing."""
-        pool = self._client_pool()
-        free: queue.SimpleQueue[Lane] = queue.SimpleQueue()
-        for lane in self.lanes:
-            free.put(lane)
-
-        def train(client: int) -> tuple[ClientUpdate, torch.Tensor]:
-            lane = free.get()
-            try:
-                return self.train_client(client, round, lr, lane)
-            finally:
-                free.put(lane)
-
-        rng = torch.random.get_rng_state()
-        largest_first = sorted(clients, key=lambda k: -self.client_indices[k].numel())
-        futures = {k: pool.submit(train, k) for k in largest_first}
-        trained = [futures[k].result() for k in clients]
-        if not torch.equal(rng, torch.random.get_rng_state()):
-            raise RuntimeError(
-                "a method drew from torch's global random generator while clients trained "
-                "concurrently, so its numbers would depend on thread timing; set "
-                "runtime.client_workers: 1, or draw from a generator seeded per client "
-                "(fedhet.engine.seeding.generator) and keep the method's concurrent_clients"
-            )
-        return trained
 
     def communication(self, updates: list[ClientUpdate]) -> tuple[int, int]:
         """Bytes sent to the round's clients and back: the model (parameters and buffers)
@@ -483,11 +413,8 @@ class Federation:
             acc, loss, more["rotation_acc"] = self.evaluate_rotated(model, batch_size)
             per_domain = {}
         else:
-            acc, loss, per_domain = evaluate_inputs(model, self.test_inputs(batch_size),
-                                                    self.autocast, logit_map,
-                                                    groups=self.domains_scored,
-                                                    slice_size=self.eval_slice(batch_size),
-                                                    map_slices=self.slice_map())
+            acc, loss, per_domain = self.evaluate_on(model, batch_size,
+                                                     groups=self.domains_scored)
         if per_domain:
             names = self.domain_names or ()
             named = {(names[d] if d < len(names) else str(d)): v
@@ -523,10 +450,7 @@ class Federation:
         `eval.rotations`, else over the test set."""
         if self.test_rotations:
             return self.evaluate_rotated(model, batch_size)[:2]
-        return evaluate_inputs(model, self.test_inputs(batch_size), self.autocast,
-                               self.server.logit_map,
-                               slice_size=self.eval_slice(batch_size),
-                               map_slices=self.slice_map())[:2]
+        return self.evaluate_on(model, batch_size)[:2]
 
     def evaluate_rotated(self, model: torch.nn.Module,
                          batch_size: int) -> tuple[float, float, dict[str, float]]:
@@ -535,13 +459,20 @@ class Federation:
         per angle."""
         accs, losses = {}, []
         for angle in self.test_rotations:
-            acc, loss, _ = evaluate_inputs(model, self.test_inputs(batch_size, angle),
-                                           self.autocast, self.server.logit_map,
-                                           slice_size=self.eval_slice(batch_size),
-                                           map_slices=self.slice_map())
+            acc, loss, _ = self.evaluate_on(model, batch_size, angle)
             accs[f"{angle:g}"] = acc
             losses.append(loss)
         return sum(accs.values()) / len(accs), sum(losses) / len(losses), accs
+
+    def evaluate_on(self, model: torch.nn.Module, batch_size: int, angle: float | None = None,
+                    groups: torch.Tensor | None = None,
+                    ) -> tuple[float, float, dict[int, tuple[float, float]]]:
+        """`evaluate_inputs` of `model` on the test set (rotated by `angle` degrees), with the
+        run's autocast, logit map, evaluation slices and the lanes' threads."""
+        return evaluate_inputs(model, self.test_inputs(batch_size, angle), self.autocast,
+                               self.server.logit_map, groups=groups,
+                               slice_size=self.eval_slice(batch_size),
+                               map_slices=self.slice_map())
 
     def test_inputs(self, batch_size: int, angle: float | None = None) -> PreparedTestSet:
         """The test set (rotated by `angle` degrees) prepared for evaluation batches of
@@ -567,16 +498,10 @@ class Federation:
 
     def slice_map(self) -> SliceMap | None:
         """With concurrent clients (and no autocast, whose state is per thread), evaluation
-        slices run on the clients' threads, each as it would alone; else None (in turn)."""
+        slices run on the lanes' threads; else None (one after another)."""
         if self.client_workers == 1 or not isinstance(self.autocast, nullcontext):
             return None
-
-        def forward(model: torch.nn.Module, part: torch.Tensor) -> torch.Tensor:
-            with torch.no_grad():  # grad mode is per thread
-                return model(part)
-
-        pool = self._client_pool()
-        return lambda model, parts: pool.map(forward, [model] * len(parts), parts)
+        return self.lane_pool.slice_map()
 
     def global_head_norms(self) -> torch.Tensor:
         off, numel, shape = self.head_weight
