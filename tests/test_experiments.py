@@ -39,6 +39,18 @@ def demo():
 
 
 @pytest.fixture(scope="module")
+def demo_whole(tmp_path_factory):
+    """The demo scale without its `restrict` (the papers' whole grids, one seed)."""
+    root = tmp_path_factory.mktemp("whole")
+    shutil.copytree(ROOT / "config", root / "config")
+    scale = root / "config" / "scales" / "demo.yaml"
+    data = yaml.safe_load(scale.read_text())
+    data.pop("restrict")
+    scale.write_text(yaml.safe_dump(data))
+    return X.load_experiment(base_config(scale="demo"), root)
+
+
+@pytest.fixture(scope="module")
 def paper():
     return X.load_experiment(base_config(scale="paper"), ROOT)
 
@@ -129,9 +141,9 @@ def test_every_cell_maps_to_one_run_per_seed(paper):
                 assert all(rid in paper.runs for rid in cell.run_ids)
 
 
-def test_vhl_main_tables_have_the_paper_grid(demo):
+def test_vhl_main_tables_have_the_paper_grid(demo_whole):
     for tid, dataset in (("t1", "cifar10"), ("t2", "fmnist"), ("t4", "svhn"), ("t5", "cifar100")):
-        item = demo.items[f"vhl_{tid}"]
+        item = demo_whole.items[f"vhl_{tid}"]
         main = [c for c in item.cells if c.grid == 0]
         assert len(main) == 4 * 4 * 2  # settings × algorithms × w/, w/o VHL
         assert {c.labels["dataset"] for c in main} == {dataset}
@@ -169,14 +181,14 @@ def test_reference_values_are_attached(demo):
     assert t1i[("cifar10", "a005-e1-k10", "scaffold")].reference == {"acc": [33.6, 3.87]}
 
 
-def test_shared_cells_share_runs(demo):
+def test_shared_cells_share_runs(demo_whole):
     """FedImpro Table 6 prints VHL's w/o-VHL numbers: the very same runs."""
     vhl = {}
     for tid in ("t1", "t2", "t4", "t5"):
-        for c in demo.items[f"vhl_{tid}"].cells:
+        for c in demo_whole.items[f"vhl_{tid}"].cells:
             if c.grid == 0 and c.labels["method"] == "base":
                 vhl[labels_of(c, "dataset", "setting", "algorithm")] = c.run_ids
-    t6 = demo.items["fedimpro_t6"]
+    t6 = demo_whole.items["fedimpro_t6"]
     assert len(t6.cells) == 64
     for c in t6.cells:
         assert c.run_ids == vhl[labels_of(c, "dataset", "setting", "algorithm")]
@@ -184,27 +196,27 @@ def test_shared_cells_share_runs(demo):
     vhl_central = {
         c.labels["dataset"]: c.run_ids
         for tid in ("t1", "t2", "t4", "t5")
-        for c in demo.items[f"vhl_{tid}"].cells
+        for c in demo_whole.items[f"vhl_{tid}"].cells
         if c.grid == 1 and c.labels["method"] == "base"
     }
-    for c in demo.items["fedimpro_t1"].cells:
+    for c in demo_whole.items["fedimpro_t1"].cells:
         if c.grid == 1:
             assert c.run_ids == vhl_central[c.labels["dataset"]]
 
 
-def test_fedimpro_main_runs_differ_from_vhl_runs(demo):
+def test_fedimpro_main_runs_differ_from_vhl_runs(demo_whole):
     """Tables 1-2 of FedImpro use lr 0.1, no momentum, no decay: other runs than VHL's."""
     vhl_runs = {
-        rid for tid in ("t1", "t2", "t4", "t5") for rid in demo.items[f"vhl_{tid}"].run_ids()
+        rid for tid in ("t1", "t2", "t4", "t5") for rid in demo_whole.items[f"vhl_{tid}"].run_ids()
     }
-    main = [c for c in demo.items["fedimpro_t1"].cells if c.grid == 0 and not c.pending]
+    main = [c for c in demo_whole.items["fedimpro_t1"].cells if c.grid == 0 and not c.pending]
     assert len(main) == 4 * 4 * 5  # FedImpro itself is pending
     for c in main:
         assert not set(c.run_ids) & vhl_runs
         t = c.settings["training"]
         assert t["momentum"] == 0.0 and t["lr_decay"] == 1.0
     # Table 2 is computed from exactly Table 1's runs
-    assert set(demo.items["fedimpro_t2"].run_ids()) <= set(demo.items["fedimpro_t1"].run_ids())
+    assert set(demo_whole.items["fedimpro_t2"].run_ids()) <= set(demo_whole.items["fedimpro_t1"].run_ids())
 
 
 def test_a_run_needed_by_several_tables_appears_once(demo):

@@ -105,3 +105,32 @@ def test_no_server_or_a_stale_one_runs_the_command_here(tmp_path, server, monkey
     monkeypatch.setattr(forkclient, "fingerprint", lambda: time.time() + 3600)  # edited since
     assert forkclient.run_remote(["run-id"]) is None
     assert "older sources" in capfd.readouterr().err
+
+
+def test_the_server_names_why_it_declines():
+    from fedhet.forkserver import _decline_reason
+
+    ours = {"python": os.path.realpath(sys.executable), "package": str(forkclient.PACKAGE),
+            "fingerprint": 1.0}
+    assert _decline_reason(ours, started=2.0, nfds=2) is None
+    assert "the job's Python is /opt/py" in _decline_reason({**ours, "python": "/opt/py"}, 2.0, 2)
+    assert "imports fedhet from /elsewhere" in _decline_reason({**ours, "package": "/elsewhere"},
+                                                                 2.0, 2)
+    assert "changed after the server started" in _decline_reason(ours, started=0.5, nfds=2)
+
+
+def test_a_fedhet_command_of_another_python_is_found_before_any_job(tmp_path, monkeypatch):
+    def command(first_line: str) -> None:
+        script = tmp_path / "fedhet"
+        script.write_text(f"{first_line}\nimport sys\n")
+        script.chmod(0o755)
+
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    command(f"#!{sys.executable}")
+    assert forkclient.command_mismatch() is None
+    command("#!/opt/other-venv/bin/python")
+    assert "runs /opt/other-venv/bin/python" in forkclient.command_mismatch()
+    command("#!/usr/bin/env bash")  # a shim: nothing to compare
+    assert forkclient.command_mismatch() is None
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert "not on PATH" in forkclient.command_mismatch()

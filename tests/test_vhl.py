@@ -91,6 +91,15 @@ def test_supcon_equals_a_loop_over_anchors_with_several_positives():
     assert supcon_loss(z, labels, tau).item() == pytest.approx(torch.stack(terms).mean().item(), rel=1e-5)
 
 
+def test_supcon_without_any_positive_is_zero_and_differentiable():
+    z = torch.nn.functional.normalize(torch.randn(4, 3, generator=torch.Generator().manual_seed(2)),
+                                      dim=1).requires_grad_()
+    loss = supcon_loss(z, torch.tensor([0, 1, 2, 3]))
+    assert loss.item() == 0.0
+    loss.backward()
+    assert z.grad is not None and float(z.grad.abs().sum()) == 0.0
+
+
 def test_no_gradient_reaches_virtual_features_through_calibration():
     gen = torch.Generator().manual_seed(1)
     natural = torch.randn(6, 8, generator=gen, requires_grad=True)

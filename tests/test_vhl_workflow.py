@@ -140,7 +140,11 @@ def test_tinyimagenet_virtual_data_waits_for_its_source():
 def test_table10_is_derived_from_the_main_tables_runs_only(exp):
     t10 = exp.items["vhl_t10"]
     by_dataset = {"cifar10": "vhl_t1", "fmnist": "vhl_t2", "svhn": "vhl_t4", "cifar100": "vhl_t5"}
+    shown = {c.labels["dataset"] for c in t10.cells}  # the demo restricts it to CIFAR-10
+    assert "cifar10" in shown
     for dataset, target in by_dataset.items():
+        if dataset not in shown:
+            continue
         main = {
             (c.labels["setting"], c.labels["algorithm"], c.labels["method"]): c.run_ids
             for c in exp.items[target].cells

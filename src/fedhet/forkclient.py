@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import struct
 import sys
@@ -68,3 +69,27 @@ def run_remote(argv: list[str]) -> int | None:
               "running in this process", file=sys.stderr)
         return None
     return code
+
+
+def command_mismatch(command: str = "fedhet") -> str | None:
+    """Why a fork server started by this Python would decline the jobs' `command` (None when
+    it would serve them): the command on PATH runs another Python, or that Python imports
+    another copy of fedhet (two checkouts, a venv beside a system install)."""
+    path = shutil.which(command)
+    if path is None:
+        return f"`{command}` is not on PATH"
+    try:
+        with open(path, "rb") as script:
+            first = script.readline().decode(errors="replace").strip()
+    except OSError as err:
+        return f"cannot read {path} ({err.strerror or err})"
+    words = first[2:].split() if first.startswith("#!") else []
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+        words[:1] = [shutil.which(words[0]) or words[0]] if words else []
+    if not words or not os.path.basename(words[0]).startswith("python"):
+        return None  # not a Python launcher (a shim, a binary): nothing to compare
+    ours = os.path.realpath(sys.executable)
+    if os.path.realpath(words[0]) != ours:
+        return f"{path} runs {words[0]}, this Snakemake {ours}"
+    return None

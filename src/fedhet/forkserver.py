@@ -86,6 +86,21 @@ def _worker(request: dict, fds: list[int]) -> int:
     return int(code or 0)
 
 
+def _decline_reason(request: dict, started: float, nfds: int) -> str | None:
+    """Why the server must not run `request` (None when it can): another Python or another
+    copy of fedhet would run other code, and sources edited after the start stale code."""
+    python = os.path.realpath(sys.executable)
+    if request["python"] != python:
+        return f"the job's Python is {request['python']}, the server's {python}"
+    if request["package"] != str(PACKAGE):
+        return f"the job imports fedhet from {request['package']}, the server from {PACKAGE}"
+    if request["fingerprint"] > started:
+        return "a fedhet source file changed after the server started"
+    if nfds != 2:
+        return f"the job sent {nfds} output files, not 2"
+    return None
+
+
 def _handle(conn: socket.socket, started: float) -> None:
     """In a handler process: check the request, fork its worker, wait for the worker or for
     the client to go away (then kill the worker), send the exit status."""
@@ -99,12 +114,12 @@ def _handle(conn: socket.socket, started: float) -> None:
     if len(body) < length:
         body += recv_exactly(conn, length - len(body))
     request = json.loads(body)
-    same = (request["python"] == os.path.realpath(sys.executable)
-            and request["package"] == str(PACKAGE)
-            and request["fingerprint"] <= started)
-    if not same or len(fds) != 2:
+    why = _decline_reason(request, started, len(fds))
+    if why:
         for fd in fds:
             os.close(fd)
+        print(f"declined `fedhet {' '.join(request['argv'][:1])}` in {request['cwd']}: {why}; "
+              "it runs in its own process (imports torch itself)", flush=True)
         conn.sendall(struct.pack(">i", DECLINED))
         return
     worker = os.fork()

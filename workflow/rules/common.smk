@@ -21,6 +21,7 @@ from fedhet import experiments as X
 from fedhet.config import ConfigError
 from fedhet.figures.kinds import FIGURE_KINDS
 from fedhet.forkclient import ENV as FORKSERVER_ENV
+from fedhet.forkclient import command_mismatch
 
 ROOT = Path(workflow.basedir)
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -160,6 +161,13 @@ def start_forkserver():
             return
         time.sleep(0.1)
     os.environ[FORKSERVER_ENV] = path
+    mismatch = command_mismatch()
+    if mismatch:
+        logger.warning(
+            f"fedhet fork server: the jobs' fedhet is another installation ({mismatch}); "
+            "the server will decline every job and each imports torch itself (slower). "
+            "Run snakemake from the environment fedhet is installed in."
+        )
 
 
 def stop_forkserver():

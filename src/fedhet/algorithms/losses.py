@@ -47,7 +47,8 @@ def supcon_loss(features: Tensor, labels: Tensor, temperature: float = 0.07,
     positive = (labels[:, None] == labels[None, :]) & not_self
     counts = positive.sum(dim=1)
     has = counts > 0
-    if not bool(has.any()):
-        return features.sum() * 0.0
-    mean_log_prob_pos = (log_prob * positive).sum(dim=1)[has] / counts[has]
-    return -(temperature / base) * mean_log_prob_pos.mean()
+    # masked means, not boolean indexing: no host sync on a GPU (the number of anchors stays
+    # on the device); anchors without a positive weigh 0, and no anchor at all gives 0
+    mean_log_prob_pos = (log_prob * positive).sum(dim=1) / counts.clamp(min=1)
+    anchors = has.sum().clamp(min=1)
+    return -(temperature / base) * (mean_log_prob_pos * has).sum() / anchors

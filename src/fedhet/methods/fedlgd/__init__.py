@@ -75,7 +75,7 @@ DECLARATIONS = [
         summary="FedLGD (Huang et al.): local-global distillation with federated gradient "
         "matching",
         module="fedhet.methods.fedlgd.plugin",
-        version=1,
+        version=2,  # 2: SupCon's mean over anchors masked, not indexed (last bits may differ)
         params={
             **DISTILLED_PARAMS,
             "distill_every": Param(5, "code: g, rounds between global distillations", at_least=1),

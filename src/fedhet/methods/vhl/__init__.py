@@ -47,7 +47,7 @@ DECLARATIONS = [
         "feature calibration",
         module="fedhet.methods.vhl.plugin",
         concurrent_clients=True,  # per-client draws live in ctx.extra["vhl"]
-        version=1,
+        version=2,  # 2: SupCon's mean over anchors masked, not indexed (last bits may differ)
         params={
             "variant": Param(
                 "vhl", "vhl | naive (no calibration) | vfa (Gaussian features) | vftl",
