@@ -171,14 +171,22 @@ def main(args: argparse.Namespace) -> int:
     if args.round_time:
         n = args.round_samples
         paper = _client_indices(len(data.y_train), 5, n)
-        for workers in sorted({1, args.client_workers}):
+        modes = [(f"client_workers {w}", {"client_workers": w}, False)
+                 for w in sorted({1, args.client_workers})]
+        modes.append(("stacked (vectorise_clients)", {"client_workers": 1}, True))
+        times = {}
+        for label, runtime, stacked in modes:
             paper_run = resolve_run({
                 **run, "model": {"name": "resnet18", "width": 1.0},
-                "training": {**run["training"], "batch_size": 128, "clients_per_round": 5},
+                "training": {**run["training"], "batch_size": 128, "clients_per_round": 5,
+                             "vectorise_clients": stacked},
                 "partition": {"num_clients": 5},
-                "runtime": {**run["runtime"], "client_workers": workers}})
-            seconds = engine_round_seconds(paper_run, data, paper, device, rounds=1, repeats=1)
-            print(f"FedAvg round, ResNet-18, 5 clients × {n} images, batch 128, client_workers "
-                  f"{workers}: {seconds[0]:.2f} s (paper setting: 5000 images a client; anchor "
-                  "about 32 s on an RTX 2080 Ti)")
+                "runtime": {**run["runtime"], **runtime}})
+            times[label] = engine_round_seconds(paper_run, data, paper, device, rounds=1,
+                                                repeats=1)[0]
+            print(f"FedAvg round, ResNet-18, 5 clients × {n} images, batch 128, {label}: "
+                  f"{times[label]:.2f} s (paper setting: 5000 images a client; anchor about "
+                  "32 s on an RTX 2080 Ti)")
+        print(f"stacked vs one client at a time: "
+              f"{times['client_workers 1'] / times['stacked (vectorise_clients)']:.2f}x")
     return 0

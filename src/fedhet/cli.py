@@ -220,7 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=2, help="rounds per timed window")
     p.add_argument("--repeats", type=int, default=3, help="timed windows; medians are printed")
     p.add_argument("--round-time", action="store_true",
-                   help="also time one FedAvg round of the paper setting (5 clients × 5000 images)")
+                   help="also time one FedAvg round of the paper setting (5 clients × 5000 "
+                   "images, ResNet-18): clients one at a time, with --client-workers, and stacked "
+                   "(training.vectorise_clients)")
     p.add_argument("--round-samples", type=int, default=5000,
                    help="images per client of --round-time (fewer: a quick look on a CPU)")
     p.set_defaults(func=cmd_bench)

@@ -230,6 +230,10 @@ class Method:
     # they keep a client's state in the ClientContext or in per-client entries, only read
     # shared state, and draw random numbers from generators seeded per client
     concurrent_clients: bool = False
+    # True: its client hooks act on the flat vectors of ClientContext alone (params, grads,
+    # global_params, steps, per-client state; never the model, a forward pass or a loss), so a
+    # round's clients may train as rows of one stacked model (`training.vectorise_clients`)
+    vectorised_clients: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from fedhet.algorithms.base import ClientContext, ClientUpdate, StepOutput
+from fedhet.algorithms.base import ClientContext, ClientUpdate, StackedStep, StepOutput
 from fedhet.engine.server import ClientData, EvalSet, ServerView
 from fedhet.registry import Registry
 
@@ -75,6 +75,15 @@ class Plugin:
 
     def extra_loss(self, ctx: ClientContext, out: StepOutput) -> torch.Tensor | None:
         """A term added to the loss of a local step."""
+        return None
+
+    def stacked_inputs(self, ctx: ClientContext) -> dict[str, torch.Tensor]:
+        """Stacked training: the per-client tensors `stacked_loss` reads (after client_begin)."""
+        return {}
+
+    def stacked_loss(self, step: StackedStep) -> torch.Tensor | None:
+        """Stacked training (`fedhet.engine.vectorised`): `extra_loss` of one client's batch
+        written as a function of `step` (the same maths); None: nothing."""
         return None
 
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:

@@ -69,6 +69,11 @@ SETTINGS: dict[str, Any] = {
         "centralized": S(False, "one client holding all data, every round"),
         "max_grad_norm": S(None, "clip local gradients to this norm; None = no clipping",
                            kind="number", above=0),
+        "vectorise_clients": S(False, "train a round's clients as one stacked model "
+                               "(torch.func.vmap; pays on a GPU): the numbers equal one client "
+                               "at a time's to float tolerance, hence part of the identity. "
+                               "Methods not declared vectorisable, plug-ins, BatchNorm, dropout "
+                               "and clipping train one client at a time (logged)", since=1),
     },
     "eval": {
         "every": S(1, "evaluate the global model every this many rounds", **_POSITIVE),

@@ -167,7 +167,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
     data = load_dataset(d["name"], d["root"], d["options"])
     indices, angles = client_partition(run, data)
     fed = Federation(run, data, indices, device, angles)
-    if rt["client_workers"] > 1:
+    if rt["client_workers"] > 1 or run["training"]["vectorise_clients"]:
         log(f"{run_id(run)}: {fed.execution}")
     rid, rhash = run_id(run), run_hash(run)
 

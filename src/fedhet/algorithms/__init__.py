@@ -6,6 +6,7 @@ from fedhet.algorithms.base import (
     Algorithm,
     ClientContext,
     ClientUpdate,
+    StackedStep,
     StepOutput,
     weighted_average,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "Algorithm",
     "ClientContext",
     "ClientUpdate",
+    "StackedStep",
     "StepOutput",
     "weighted_average",
 ]

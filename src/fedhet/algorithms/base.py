@@ -19,6 +19,7 @@ Plug-ins (`fedhet.plugins`) change the data or the objective and compose with an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +96,25 @@ class StepOutput:
     inputs: torch.Tensor | None = None
 
 
+@dataclass
+class StackedStep:
+    """One client's batch inside stacked training (`fedhet.engine.vectorised`), as a method's
+    `stacked_loss` sees it: written for one client, it runs for all of them at once under
+    `torch.func.vmap`, so it may use tensor operations only (no `.item()`, no branching on
+    values, no in-place change of what it did not create)."""
+
+    x: torch.Tensor
+    labels: torch.Tensor
+    features: torch.Tensor  # of the client's model being trained
+    logits: torch.Tensor
+    global_params: torch.Tensor  # w_g, flat
+    global_buffers: torch.Tensor
+    inputs: dict[str, torch.Tensor]  # the client's `stacked_inputs`
+    # (features, logits) of `x` under other flat parameters and buffers: a reference model,
+    # in eval mode as a reference model runs
+    forward_with: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
 def weighted_average(updates: list[ClientUpdate], attr: str) -> torch.Tensor:
     """Σ_k (n_k / Σn) v_k over the returned clients (FedAvg's aggregation)."""
     total = float(sum(u.num_samples for u in updates))
@@ -125,6 +145,15 @@ class Algorithm:
 
     def extra_loss(self, ctx: ClientContext, out: StepOutput) -> torch.Tensor | None:
         """A term added to the task loss of a local step (None: nothing)."""
+        return None
+
+    def stacked_inputs(self, ctx: ClientContext) -> dict[str, torch.Tensor]:
+        """Stacked training: the per-client tensors `stacked_loss` reads (after client_begin)."""
+        return {}
+
+    def stacked_loss(self, step: StackedStep) -> torch.Tensor | None:
+        """Stacked training: `extra_loss` of one client's batch written as a function of
+        `step` (the same maths); None: nothing."""
         return None
 
     def correct_gradient(self, ctx: ClientContext) -> None:

@@ -11,13 +11,15 @@ derived from (seed, r, k), and client sampling from (seed, r), so a resumed run 
 exactly what an uninterrupted one would have done, and every method of a table sees the
 same clients in the same rounds for a given seed.
 
-Several clients of a round may train at once on CPU, with the same numbers: `fedhet.engine.lanes`.
+Several clients of a round may train at once on CPU, with the same numbers: `fedhet.engine.lanes`;
+or as one stacked model (for a GPU), to float tolerance: `fedhet.engine.vectorised`.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +48,7 @@ from fedhet.engine.memory import keep_freed_memory
 from fedhet.engine.seeding import derive_seed, generator, seed_global
 from fedhet.engine.server import ClientData, ServerView
 from fedhet.engine.sgd import sgd_step
+from fedhet.engine.vectorised import StackedClients, vectorise_decision
 from fedhet.models import build_model
 from fedhet.plugins import MODULES_PREFIX, eval_logit_map, plugin_modules
 
@@ -178,6 +181,10 @@ class Federation:
         self.layer_groups = layer_groups(self.global_)
         head = next(s for s in self.global_.param_segments if s.name == "head.weight")
         self.head_weight = (head.offset, head.numel, head.shape)
+        stacked, why = vectorise_decision(run, self.global_.module)
+        self.stacked = StackedClients(self) if stacked else None
+        if why:
+            self.client_workers, self.execution = 1, why
         with torch.random.fork_rng(devices=[]):  # as if there were one lane only
             self.lanes += [self._build_lane(channels, size, references)
                            for _ in range(self.client_workers - 1)]
@@ -244,6 +251,25 @@ class Federation:
         logits = ctx.model.head(features)
         return StepOutput(features, logits, y, task_loss(logits, y), inputs=x)
 
+    def client_batches(self, data: ClientData, gen: torch.Generator,
+                       steps: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """A client's `steps` training batches (positions in its data, augmented images,
+        labels): a fresh permutation per pass, drawn, like the augmentation, from `gen`."""
+        n, done = data.size, 0
+        while done < steps:
+            perm = torch.randperm(n, device=self.device, generator=gen)
+            for sl in batch_slices(n, self.training["batch_size"]):
+                if done == steps:
+                    break
+                take = perm[sl]
+                rows = data.rows(take)
+                x = data.x[rows]
+                if not data.normalized:
+                    x = self.augmenter.train(x, gen, None if data.angles is None
+                                             else data.angles[take])
+                yield take, x, data.y[rows]
+                done += 1
+
     def train_client(self, client: int, round: int, lr: float,
                      lane: Lane | None = None) -> tuple[ClientUpdate, torch.Tensor]:
         """Local training of one client (in `lane`, by default the first); returns its update
@@ -275,46 +301,34 @@ class Federation:
             plugin.client_begin(ctx)
         buf = self._momentum_buffer(client, lane)
         momentum, wd = t["momentum"], t["weight_decay"]
-        total_steps = self.local_steps(n)
         loss_sum = torch.zeros((), device=self.device)
-        while ctx.steps < total_steps:
-            perm = torch.randperm(n, device=self.device, generator=gen)
-            for sl in batch_slices(n, t["batch_size"]):
-                if ctx.steps == total_steps:
-                    break
-                take = perm[sl]
-                rows = data.rows(take)
-                x = data.x[rows]
-                if not data.normalized:
-                    x = self.augmenter.train(x, gen, None if data.angles is None
-                                             else data.angles[take])
-                y = data.y[rows]
-                ctx.domains = None if data.domains is None else data.domains[take]
-                for plugin in self.plugins:
-                    x, y = plugin.transform_batch(ctx, x, y)
-                if self.channels_last:
-                    x = x.contiguous(memory_format=torch.channels_last)
-                work.zero_grad()
+        for take, x, y in self.client_batches(data, gen, self.local_steps(n)):
+            ctx.domains = None if data.domains is None else data.domains[take]
+            for plugin in self.plugins:
+                x, y = plugin.transform_batch(ctx, x, y)
+            if self.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            work.zero_grad()
+            if mods is not None:
+                mods.zero_grad()
+            with self.autocast:
+                out = self.forward(ctx, x, y)
+                loss = out.loss
+                for term in [self.algorithm.extra_loss(ctx, out),
+                             *(p.extra_loss(ctx, out) for p in self.plugins)]:
+                    if term is not None:
+                        loss = loss + term
+            loss.backward()
+            with torch.no_grad():
+                self.algorithm.correct_gradient(ctx)
+                if t["max_grad_norm"]:
+                    torch.nn.utils.clip_grad_norm_(work.module.parameters(), t["max_grad_norm"])
+                sgd_step(work.params, work.grads, lr, momentum, wd, buf)
+                self.algorithm.after_step(ctx)
                 if mods is not None:
-                    mods.zero_grad()
-                with self.autocast:
-                    out = self.forward(ctx, x, y)
-                    loss = out.loss
-                    for term in [self.algorithm.extra_loss(ctx, out),
-                                 *(p.extra_loss(ctx, out) for p in self.plugins)]:
-                        if term is not None:
-                            loss = loss + term
-                loss.backward()
-                with torch.no_grad():
-                    self.algorithm.correct_gradient(ctx)
-                    if t["max_grad_norm"]:
-                        torch.nn.utils.clip_grad_norm_(work.module.parameters(), t["max_grad_norm"])
-                    sgd_step(work.params, work.grads, lr, momentum, wd, buf)
-                    self.algorithm.after_step(ctx)
-                    if mods is not None:
-                        sgd_step(mods.params, mods.grads, lr, momentum, wd, mods_buf)
-                loss_sum += loss.detach().float()
-                ctx.steps += 1
+                    sgd_step(mods.params, mods.grads, lr, momentum, wd, mods_buf)
+            loss_sum += loss.detach().float()
+            ctx.steps += 1
         update = ClientUpdate(client, work.params.clone(), work.buffers.clone(), n, ctx.steps)
         if mods is not None:
             update.module_params, update.module_buffers = mods.params.clone(), mods.buffers.clone()
@@ -336,7 +350,9 @@ class Federation:
         for plugin in self.plugins:
             plugin.round_begin(round, clients)
         updates, losses, steps = [], torch.zeros((), device=self.device), 0
-        if self.client_workers > 1:
+        if self.stacked is not None:
+            trained = self.stacked.train(clients, round, lr)
+        elif self.client_workers > 1:
             trained = self.lane_pool.train(
                 clients, lambda k, lane: self.train_client(k, round, lr, lane),
                 size=lambda k: self.client_indices[k].numel())

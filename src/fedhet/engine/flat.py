@@ -32,7 +32,9 @@ def _segments(named: list[tuple[str, torch.Tensor]]) -> list[Segment]:
     return out
 
 
-def _view(flat: torch.Tensor, seg: Segment, channels_last: bool) -> torch.Tensor:
+def segment_view(flat: torch.Tensor, seg: Segment, channels_last: bool = False) -> torch.Tensor:
+    """The tensor `seg` of a flat buffer (a view; in channels-last storage for conv weights
+    when the buffer was laid out so)."""
     chunk = flat[seg.offset : seg.offset + seg.numel]
     if channels_last and len(seg.shape) == 4:
         o, i, h, w = seg.shape
@@ -64,12 +66,12 @@ class FlatModel:
         )
         with torch.no_grad():
             for seg, (_, p) in zip(self.param_segments, named_params):
-                view = _view(self.params, seg, channels_last)
+                view = segment_view(self.params, seg, channels_last)
                 view.copy_(p)
                 p.data = view
-                p.grad = _view(self.grads, seg, channels_last)
+                p.grad = segment_view(self.grads, seg, channels_last)
             for seg, (name, b) in zip(self.buffer_segments, named_buffers):
-                view = _view(self.buffers, seg, channels_last)
+                view = segment_view(self.buffers, seg, channels_last)
                 view.copy_(b)
                 owner, attr = _owner(module, name)
                 owner._buffers[attr] = view

@@ -31,6 +31,7 @@ from fedhet.experiments.jobs import (
     calibration_job,
     cost_factor,
     dataset_epochs,
+    training_images,
     dataset_key,
     extra_datasets,
     partition_args,
@@ -67,6 +68,7 @@ __all__ = [
     "ci_selection",
     "cost_factor",
     "dataset_epochs",
+    "training_images",
     "dataset_key",
     "deep_merge",
     "expand_item",
@@ -82,6 +84,7 @@ __all__ = [
     "scale_for_paper",
     "set_path",
     "short_hash",
+    "training_images",
 ]
 
 

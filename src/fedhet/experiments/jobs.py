@@ -79,6 +79,25 @@ def dataset_epochs(run: Mapping[str, Any]) -> float:
     return float(t["rounds"] * t["local_epochs"] * share)
 
 
+def training_images(run: Mapping[str, Any], train_size: int) -> float:
+    """Images a run's local training puts through its model (forward and backward), expected
+    over the sampled clients, × its methods' declared factors (VHL's virtual batch): the
+    measure of a run's training work that the demo's budget is kept in. `train_size` is the
+    number of training images. Server-side work (distillation, calibration) is not counted."""
+    t = run["training"]
+    clients = 1 if t["centralized"] else t["clients_per_round"]
+    if t.get("local_steps"):
+        per_round = clients * t["local_steps"] * t["batch_size"]
+    else:
+        share = 1.0 if t["centralized"] else clients / run["partition"]["num_clients"]
+        per_round = share * t["local_epochs"] * train_size
+    factor = 1.0
+    for decl, params in _methods(run):
+        if decl.cost_factor is not None:
+            factor *= decl.cost_factor(run, params)
+    return t["rounds"] * per_round * factor
+
+
 def partition_job(run: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """The partition file a run trains on, as its own job: (key, settings for `fedhet
     partition`). None for centralized runs (no partition) and for scheme options the

@@ -14,6 +14,7 @@ DECLARATIONS = [
         summary="FedAvg (McMahan et al., 2017): local SGD, sample-weighted model average",
         module=_MODULE,
         concurrent_clients=True,
+        vectorised_clients=True,
     ),
     Method(
         name="fedprox",
@@ -21,6 +22,7 @@ DECLARATIONS = [
         summary="FedProx (Li et al., 2020): proximal term (μ/2)‖w − w_g‖² in the local objective",
         module=_MODULE,
         concurrent_clients=True,
+        vectorised_clients=True,
         params={"mu": Param(0.01, "μ, weight of the proximal term", at_least=0)},
     ),
     Method(
@@ -29,6 +31,7 @@ DECLARATIONS = [
         summary="SCAFFOLD (Karimireddy et al., 2020): option-II control variates",
         module=_MODULE,
         concurrent_clients=True,
+        vectorised_clients=True,
         version=2,  # 2: correction applied after the step, outside client momentum
         params={
             "global_lr": Param(1.0, "η_g, the server's step on the averaged update", above=0),
@@ -50,6 +53,7 @@ DECLARATIONS = [
         summary="FedNova (Wang et al., 2020): normalised averaging, momentum-aware",
         module=_MODULE,
         concurrent_clients=True,
+        vectorised_clients=True,
     ),
     Method(
         name="fedavgm",
@@ -57,6 +61,7 @@ DECLARATIONS = [
         summary="FedAvgM (Hsu et al., 2019): server momentum on the averaged update",
         module=_MODULE,
         concurrent_clients=True,
+        vectorised_clients=True,
         params={
             "server_momentum": Param(0.9, "β, server momentum", at_least=0, below=1),
             "server_lr": Param(1.0, "η_s, server learning rate", above=0),
@@ -68,6 +73,7 @@ DECLARATIONS = [
         summary="FedDyn (Acar et al., 2021): dynamic regularisation",
         module=_MODULE,
         concurrent_clients=True,
+        vectorised_clients=True,
         params={"alpha": Param(0.1, "α, weight of the dynamic regulariser", above=0)},
     ),
     Method(
@@ -76,6 +82,7 @@ DECLARATIONS = [
         summary="MOON (Li et al., 2021): model-contrastive loss on projected features",
         module=_MODULE,
         concurrent_clients=True,
+        vectorised_clients=True,
         params={
             "mu": Param(5.0, "μ, weight of the model-contrastive loss", at_least=0),
             "temperature": Param(0.5, "τ of the model-contrastive loss", above=0),

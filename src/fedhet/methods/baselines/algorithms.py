@@ -12,6 +12,7 @@ from fedhet.algorithms.base import (
     Algorithm,
     ClientContext,
     ClientUpdate,
+    StackedStep,
     StepOutput,
     weighted_average,
 )
@@ -229,6 +230,8 @@ class Moon(Algorithm):
         self.global_model = global_model
 
     def client_begin(self, ctx: ClientContext) -> None:
+        if ctx.reference is None:  # stacked training: `stacked_inputs` carries w_prev
+            return
         params = self.prev_params.get(ctx.client, ctx.global_params)
         buffers = self.prev_buffers.get(ctx.client, ctx.global_buffers)
         ctx.reference.load(params, buffers)  # the client's own spare model
@@ -241,6 +244,16 @@ class Moon(Algorithm):
             z_prev = ctx.reference.module.features(out.inputs)
         tau = self.hp["temperature"]
         return self.hp["mu"] * contrastive_loss(out.features, z_glob, z_prev, tau, tau)
+
+    def stacked_inputs(self, ctx: ClientContext) -> dict[str, torch.Tensor]:
+        return {"w_prev": self.prev_params.get(ctx.client, ctx.global_params),
+                "b_prev": self.prev_buffers.get(ctx.client, ctx.global_buffers)}
+
+    def stacked_loss(self, step: StackedStep) -> torch.Tensor:
+        z_glob = step.forward_with(step.global_params, step.global_buffers)[0].detach()
+        z_prev = step.forward_with(step.inputs["w_prev"], step.inputs["b_prev"])[0].detach()
+        tau = self.hp["temperature"]
+        return self.hp["mu"] * contrastive_loss(step.features, z_glob, z_prev, tau, tau)
 
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
         self.prev_params[ctx.client] = update.params

@@ -11,6 +11,7 @@ DECLARATIONS = [
         kind="plugin",
         summary="FedNTD (Lee et al., 2022): not-true distillation from the received global model",
         module="fedhet.methods.fedntd.plugin",
+        vectorised_clients=True,  # stacked_loss: per-sample KL against the global model
         params={
             "beta": Param(
                 1.0, "β, weight of the not-true distillation term (paper: 1; FedBR's grid 1, "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from fedhet.algorithms.base import ClientContext, StepOutput, hard_labels
+from fedhet.algorithms.base import ClientContext, StackedStep, StepOutput, hard_labels
 from fedhet.algorithms.losses import distillation_loss
 from fedhet.engine.server import ServerView
 from fedhet.plugins import PLUGINS, Plugin
@@ -59,3 +59,11 @@ class FedNTD(Plugin):
             global_logits = self.global_model(out.inputs)[:, :c]
         labels = hard_labels(out.targets)
         return self.beta * ntd_loss(out.logits[:, :c], global_logits, labels, self.tau)
+
+    def stacked_loss(self, step: StackedStep) -> Tensor | None:
+        if self.beta == 0:
+            return None
+        c = self.num_classes
+        global_logits = step.forward_with(step.global_params, step.global_buffers)[1]
+        return self.beta * ntd_loss(step.logits[:, :c], global_logits[:, :c].detach(),
+                                    step.labels, self.tau)

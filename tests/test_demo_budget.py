@@ -1,0 +1,93 @@
+"""The demo DAG stays within its budget: 30 minutes on 2 CPU cores for all five papers.
+
+Not a wall-clock assertion: the test counts the demo's jobs and its training work (images
+through the model × the model's FLOPs per image, `fedhet.experiments.training_images`), and
+fails when either grows past what was measured to fit. Adding demo work means cutting
+elsewhere (config/scales/demo.yaml: rounds, restrict) or measuring again and raising these.
+
+Measured on 2 cores (`time snakemake --cores 2` on a fresh clone of 0cd6001, idle machine):
+541 jobs and 63.0 TFLOP of training work took 27m50s. The limits leave about 4 % of headroom;
+the 30 minutes leave a little more.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fedhet import experiments as X
+from fedhet.analysis.cost import flops_per_image
+from fedhet.data import load_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MAX_JOBS = 560
+MAX_TRAINING_TFLOP = 65.0
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return X.load_experiment({"scale": "demo"}, ROOT)
+
+
+def training_tflop(exp: X.Experiment, root: Path) -> dict[str, float]:
+    """Training work of every paper's demo runs, in TFLOPs (each run counted once, under the
+    first paper that uses it)."""
+    shapes: dict[str, tuple[int, int, int, int]] = {}
+    for key, spec in exp.datasets.items():
+        data = load_dataset(spec["name"], root=root, options=spec["options"])
+        shapes[key] = (len(data.y_train), data.in_channels, data.x_train.shape[-1],
+                       data.num_classes)
+    per_paper: Counter[str] = Counter()
+    seen: set[str] = set()
+    for item in exp.items.values():
+        for rid in item.run_ids():
+            if rid in seen:
+                continue
+            seen.add(rid)
+            run = exp.runs[rid]
+            n, channels, size, classes = shapes[exp.run_dataset[rid]]
+            flops = flops_per_image(run["model"]["name"], size, classes, channels,
+                                    width=run["model"]["width"])
+            per_paper[item.paper] += X.training_images(run, n) * flops / 1e12
+    return dict(per_paper)
+
+
+def test_demo_jobs_and_training_work_stay_within_budget(demo, tmp_path):
+    dry = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+    jobs = int(re.search(r"^total\s+(\d+)", dry, re.M).group(1))
+    work = training_tflop(demo, tmp_path)
+    total = sum(work.values())
+    print(f"demo: {jobs} jobs, {len(demo.runs)} training runs, {total:.1f} TFLOP of training "
+          "(" + ", ".join(f"{p} {w:.1f}" for p, w in sorted(work.items())) + ")")
+    assert jobs <= MAX_JOBS, f"the demo DAG has {jobs} jobs, its budget {MAX_JOBS}"
+    assert total <= MAX_TRAINING_TFLOP, (
+        f"the demo's training work is {total:.1f} TFLOP, its budget {MAX_TRAINING_TFLOP}"
+    )
+
+
+def test_training_images_count_epochs_steps_and_declared_factors():
+    run = {
+        "training": {"rounds": 10, "clients_per_round": 5, "local_epochs": 2, "local_steps": None,
+                     "batch_size": 32, "centralized": False},
+        "partition": {"num_clients": 10},
+        "algorithm": {"name": "fedavg", "params": {}},
+        "plugins": [],
+    }
+    # 10 rounds × half the clients × 2 epochs of 1,000 images
+    assert X.training_images(run, 1000) == 10 * 0.5 * 2 * 1000
+    steps = {**run, "training": {**run["training"], "local_steps": 5}}
+    assert X.training_images(steps, 1000) == 10 * 5 * 5 * 32  # the data size no longer counts
+    central = {**run, "training": {**run["training"], "centralized": True, "local_epochs": 1}}
+    assert X.training_images(central, 1000) == 10 * 1000
+    vhl = {**run, "plugins": [{"name": "vhl", "params": {"variant": "vhl",
+                                                          "virtual_batch_size": 64}}]}
+    assert X.training_images(vhl, 1000) == 10 * 0.5 * 2 * 1000 * (1 + 64 / 32)
