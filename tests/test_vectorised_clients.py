@@ -122,3 +122,16 @@ def test_a_stopped_stacked_run_resumes_exactly(data_root, tmp_path, algorithm):
     whole = train(run, tmp_path / "whole", log=lambda m: None)
     assert without_step_time(resumed) == without_step_time(whole)
     assert run_outputs(tmp_path / "resumed")[0] == run_outputs(tmp_path / "whole")[0]
+
+
+def test_a_stacked_round_leaves_the_global_generator_as_one_at_a_time_does(data_root, tmp_path):
+    from tiny_runs import federation_of
+
+    states = []
+    for stacked in (False, True):
+        fed = federation_of(run_of(data_root, tmp_path, 1, "fedavg",
+                                   vectorise_clients=stacked))
+        torch.manual_seed(123)
+        fed.run_round(1)
+        states.append(torch.random.get_rng_state())
+    assert torch.equal(states[0], states[1])

@@ -35,7 +35,7 @@ from fedhet.algorithms import ClientContext, ClientUpdate, StackedStep
 from fedhet.algorithms.base import task_loss
 from fedhet.catalog import method
 from fedhet.engine.flat import FlatModel, segment_view
-from fedhet.engine.seeding import generator
+from fedhet.engine.seeding import generator, seed_global
 from fedhet.engine.sgd import sgd_step
 
 if TYPE_CHECKING:
@@ -202,6 +202,9 @@ class StackedClients:
             for m in methods:
                 m.client_end(contexts[j], update)
             trained[k] = (update, losses[j])
+        # torch's global generator as one client at a time leaves it (each client seeds it;
+        # no declared method draws from it): what comes after the round draws the same
+        seed_global(fed.device, fed.seed, "client", round, clients[-1])
         return [trained[k] for k in clients]
 
     @staticmethod
