@@ -5,13 +5,18 @@ Tolerance: the stacked step runs batched kernels (a grouped convolution per laye
 clients) that add in another order than one client's kernels, so a step differs in the last
 bits of float32. Within a round (every client starting from the same global model) the models
 agree to 1e-6 after dozens of steps: a wrong batch, a client stepped once too often or a hook
-on another client's row is 1e-3 or more. Over rounds the differences are fed back through the
-global model and grow with the method's sensitivity (FedNTD's distillation term amplifies them
-most: 1e-7 after round 1, 4e-4 in the test loss after round 3), so whole runs are compared at
-1e-3 and on accuracy.
+on another client's row is 1e-3 or more. Every round is compared from the same state (the
+sequential federation's), so client state carried across rounds is checked as sharply. Whole
+runs are not compared to that precision: each round's last-bit differences are fed back
+through the global model, and some methods amplify them (FedDecorr's and FedNTD's 3-round runs
+differ by 1e-3 in the test loss, BatchNorm ones at this lr by 1 %, as one client at a time on 1
+and 2 torch threads already does). BatchNorm on tiny batches is the least well-conditioned: see
+the note above the every-round test.
 """
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -50,6 +55,7 @@ STACKABLE = [
     ("feddyn", (), "cnn4"),
     ("moon", (), "simplecnn"),  # a loss term against the global and the previous model
     ("fedavg", ("fedntd",), "cnn4"),  # a plug-in's loss term against the global model
+    ("fedavg", ("feddecorr",), "cnn4"),  # a plug-in's loss on the batch's features
     ("fedavg", (), "resnet10"),  # BatchNorm: running statistics stay each client's own
     ("moon", (), "resnet10"),  # reference models in eval mode, on their own statistics
 ]
@@ -71,21 +77,37 @@ def test_one_stacked_round_is_one_at_a_time_to_float_precision(data_root, tmp_pa
     assert any(not torch.equal(model_v[k], model_s[k]) for k in model_s)
 
 
-# whole runs: not the BatchNorm cases, whose 3 rounds at this lr are chaotic (one client at a
-# time on 1 and on 2 torch threads already differ by 1 % in round 3's training loss)
+# Not the BatchNorm cases: on these tiny batches some channels are nearly constant, where a
+# float32 gradient is ill-conditioned; at one point of round 3 the stacked gradient was 1e-2 off
+# a float64 reference and, at another step, the one-at-a-time one 7e-4 off it (each path exact
+# to 1e-6 elsewhere). Their first round is compared above.
 @pytest.mark.parametrize(("algorithm", "plugins", "model"),
                          [case for case in STACKABLE if case[2] != "resnet10"])
-def test_stacked_runs_track_the_sequential_run(data_root, tmp_path, algorithm, plugins, model):
-    seq = trained(data_root, tmp_path, "seq", algorithm, plugins, model)
-    vec = trained(data_root, tmp_path, "vec", algorithm, plugins, model, vectorise_clients=True)
-    (final_s, metrics_s, model_s, _), (final_v, metrics_v, model_v, _) = seq, vec
-    assert final_v["rounds_trained"] == final_s["rounds_trained"] == 3
-    for row_s, row_v in zip(metrics_s, metrics_v, strict=True):
-        assert row_v["test_acc"] == pytest.approx(row_s["test_acc"], abs=1 / 300 + 1e-9)
-        assert row_v["test_loss"] == pytest.approx(row_s["test_loss"], rel=1e-3)
-        assert row_v["train_loss"] == pytest.approx(row_s["train_loss"], rel=1e-3)
-    for key in model_s:
-        torch.testing.assert_close(model_v[key], model_s[key], rtol=0, atol=1e-3)
+def test_every_round_from_the_same_state_is_one_at_a_time_to_float_precision(
+        data_root, tmp_path, algorithm, plugins, model):
+    """Rounds 2 and 3 too, where client state matters (SCAFFOLD's control variates, MOON's
+    previous models, FedDyn's gradients, kept momentum): the stacked federation takes the
+    sequential one's state before each round and must end it in the same place. (Whole runs
+    are not compared this tightly: a round's last-bit differences are fed back through the
+    global model and some methods amplify them; FedDecorr's and FedNTD's runs differ by
+    1e-3 after 3 rounds, while each round from the same state agrees to 1e-7.)"""
+    from tiny_runs import federation_of
+
+    # a gentler lr and momentum than the whole-run tests: at lr 0.05 and momentum 0.9 these
+    # tiny runs reach points where a 1e-7 change of the weights moves the gradient by 3e-4
+    # (measured), where last-bit differences cannot be told from errors
+    settings = {"keep_client_optimizer_state": True, "lr": 0.01, "momentum": 0.5}
+    seq = federation_of(run_of(data_root, tmp_path, 1, algorithm, plugins, model, **settings))
+    vec = federation_of(run_of(data_root, tmp_path, 1, algorithm, plugins, model,
+                               vectorise_clients=True, **settings))
+    assert vec.stacked is not None
+    for round_ in (1, 2, 3):
+        vec.load_state_dict(copy.deepcopy(seq.state_dict()))
+        seq.run_round(round_)
+        vec.run_round(round_)
+        torch.testing.assert_close(vec.global_.params, seq.global_.params, rtol=0, atol=1e-6)
+        torch.testing.assert_close(vec.global_.buffers, seq.global_.buffers, rtol=0,
+                                   atol=1e-6)
 
 
 def test_vectorising_is_part_of_the_run_identity(data_root, tmp_path):
@@ -97,7 +119,9 @@ def test_vectorising_is_part_of_the_run_identity(data_root, tmp_path):
 
 
 @pytest.mark.parametrize(("algorithm", "plugins", "training", "why"), [
-    ("fedavg", ("feddecorr",), {}, "feddecorr not declared vectorisable"),
+    ("scaffold", ({"name": "vhl", "params": {"virtual_kind": "noise", "virtual_per_class": 6,
+                                             "virtual_batch_size": 8}},), {},
+     "vhl not declared vectorisable"),
     ("fedavg", ("mixup",), {}, "mixup not declared vectorisable"),
     ("fedavg", (), {"max_grad_norm": 1.0}, "gradient clipping is not vectorised"),
 ])

@@ -14,6 +14,7 @@ DECLARATIONS = [
         "penultimate features",
         module="fedhet.methods.feddecorr.plugin",
         concurrent_clients=True,  # a loss on the batch's features; no state
+        vectorised_clients=True,  # the same loss as stacked_loss
         params={
             "beta": Param(
                 0.1, "β, weight of L_dc (code: FedDecorr's CIFAR scripts and FedBR's code use "

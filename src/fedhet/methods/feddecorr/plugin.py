@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fedhet.algorithms.base import ClientContext, StepOutput
+from fedhet.algorithms.base import ClientContext, StackedStep, StepOutput
 from fedhet.plugins import PLUGINS, Plugin
 
 
@@ -61,3 +61,8 @@ class FedDecorr(Plugin):
         if self.beta == 0:
             return None
         return self.beta * self.loss(out.features.float())
+
+    def stacked_loss(self, step: StackedStep) -> Tensor | None:
+        if self.beta == 0:
+            return None
+        return self.beta * self.loss(step.features.float())
