@@ -24,19 +24,8 @@ import torch
 from fedhet.config import run_id
 from fedhet.train import train
 from run_outputs import run_outputs, without_step_time
-from test_concurrent_clients import run_of
-
-
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("datasets"))
-
-
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+# the same tiny federation and fixtures as the concurrent-clients tests
+from test_concurrent_clients import data_root, keep_torch_threads, run_of  # noqa: F401
 
 
 def trained(data_root, tmp_path, name, algorithm, plugins=(), model="cnn4", **training):

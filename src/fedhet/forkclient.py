@@ -73,8 +73,9 @@ def run_remote(argv: list[str]) -> int | None:
 
 def command_mismatch(command: str = "fedhet") -> str | None:
     """Why a fork server started by this Python would decline the jobs' `command` (None when
-    it would serve them): the command on PATH runs another Python, or that Python imports
-    another copy of fedhet (two checkouts, a venv beside a system install)."""
+    it would serve them): the command on PATH is a Python launcher for another interpreter
+    (a venv beside a system install). Launchers it cannot read (shims, binaries) pass; another
+    copy of fedhet under the same Python is found only by the server, per job."""
     path = shutil.which(command)
     if path is None:
         return f"`{command}` is not on PATH"

@@ -220,7 +220,8 @@ class Federation:
             return int(t["local_steps"])
         return t["local_epochs"] * len(batch_slices(n, t["batch_size"]))
 
-    def _momentum_buffer(self, client: int, lane: Lane) -> torch.Tensor:
+    def momentum_buffer(self, client: int, lane: Lane) -> torch.Tensor:
+        """Client momentum: its own kept buffer, or the lane's, zeroed."""
         if self.training["keep_client_optimizer_state"]:
             if client not in self.momentum_buffers:
                 self.momentum_buffers[client] = torch.zeros_like(self.global_.params)
@@ -299,7 +300,7 @@ class Federation:
         self.algorithm.client_begin(ctx)
         for plugin in self.plugins:
             plugin.client_begin(ctx)
-        buf = self._momentum_buffer(client, lane)
+        buf = self.momentum_buffer(client, lane)
         momentum, wd = t["momentum"], t["weight_decay"]
         loss_sum = torch.zeros((), device=self.device)
         for take, x, y in self.client_batches(data, gen, self.local_steps(n)):

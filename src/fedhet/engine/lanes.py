@@ -37,6 +37,19 @@ class Lane:
     reference: FlatModel | None
 
 
+def methods_without(run: dict[str, Any], flag: str) -> list[str]:
+    """The run's algorithm and plug-ins whose declaration does not set `flag` (a capability
+    such as `concurrent_clients`)."""
+    names = [run["algorithm"]["name"], *(p["name"] for p in run.get("plugins") or [])]
+    return [name for name in names if not getattr(method(name), flag)]
+
+
+def draws_dropout(model: torch.nn.Module) -> bool:
+    """Whether the model has active dropout (which draws from torch's global generator)."""
+    return any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+               for m in model.modules())
+
+
 def client_workers(run: dict[str, Any], device: torch.device, model: torch.nn.Module,
                    num_clients: int) -> tuple[int, str]:
     """How many clients train at once (`runtime.client_workers`, where the device, the methods
@@ -47,13 +60,11 @@ def client_workers(run: dict[str, Any], device: torch.device, model: torch.nn.Mo
     if device.type != "cpu":
         return 1, (f"clients train one at a time (client_workers applies to CPU; the device "
                    f"is {device})")
-    names = [run["algorithm"]["name"], *(p["name"] for p in run.get("plugins") or [])]
-    unsafe = [name for name in names if not method(name).concurrent_clients]
+    unsafe = methods_without(run, "concurrent_clients")
     if unsafe:
         return 1, ("clients train one at a time: " + ", ".join(unsafe)
                    + " not declared safe to train clients concurrently")
-    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
-           for m in model.modules()):
+    if draws_dropout(model):
         return 1, ("clients train one at a time: the model's dropout draws from torch's "
                    "global generator")
     n = min(asked, run["training"]["clients_per_round"], num_clients)

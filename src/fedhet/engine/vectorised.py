@@ -33,8 +33,8 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from fedhet.algorithms import ClientContext, ClientUpdate, StackedStep
 from fedhet.algorithms.base import task_loss
-from fedhet.catalog import method
 from fedhet.engine.flat import FlatModel, segment_view
+from fedhet.engine.lanes import draws_dropout, methods_without
 from fedhet.engine.seeding import generator, seed_global
 from fedhet.engine.sgd import sgd_step
 
@@ -46,13 +46,11 @@ def vectorise_decision(run: dict[str, Any], model: torch.nn.Module) -> tuple[boo
     """Whether this run's clients train stacked, and the reason, in words, for the log."""
     if not run["training"]["vectorise_clients"]:
         return False, ""
-    names = [run["algorithm"]["name"], *(p["name"] for p in run.get("plugins") or [])]
-    unfit = [name for name in names if not method(name).vectorised_clients]
+    unfit = methods_without(run, "vectorised_clients")
     why = None
     if unfit:
         why = ", ".join(unfit) + " not declared vectorisable"
-    elif any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
-             for m in model.modules()):
+    elif draws_dropout(model):
         why = "the model's dropout draws from torch's global generator"
     elif run["training"]["max_grad_norm"]:
         why = "gradient clipping is not vectorised"
@@ -83,7 +81,7 @@ class StackedClients:
         self.fed = fed
         work: FlatModel = fed.work
         wrapper = _FeaturesAndLogits(work.module)
-        methods = [fed.algorithm, *fed.plugins]
+        self.methods = methods = [fed.algorithm, *fed.plugins]
         layout = [(seg, fed.channels_last) for seg in work.param_segments]
         self.buffer_segments = work.buffer_segments
         # integer buffers (BatchNorm's step counters) are counted per client, never aggregated
@@ -132,7 +130,7 @@ class StackedClients:
         fed, t = self.fed, self.fed.training
         work, glob = fed.work, fed.global_
         work.module.train()
-        methods = [fed.algorithm, *fed.plugins]
+        methods = self.methods
         data = {k: fed.client_data(k, round) for k in clients}
         steps = {k: fed.local_steps(data[k].size) for k in clients}
         order = sorted(clients, key=lambda k: -steps[k])  # still training: the first rows
@@ -144,7 +142,7 @@ class StackedClients:
                       for seg in self.buffer_segments}
         statistics.update({name: torch.zeros(rows, dtype=torch.long, device=fed.device)
                            for name in self.counter_names})
-        momentum = torch.stack([fed._momentum_buffer(k, fed.lanes[0]) for k in order])
+        momentum = torch.stack([fed.momentum_buffer(k, fed.lanes[0]) for k in order])
         contexts, inputs = [], []
         for j, k in enumerate(order):
             ctx = ClientContext(

@@ -58,16 +58,21 @@ def artefact_id(artefact: Artefact) -> str:
     return f"{artefact.family}/{artefact.key}"
 
 
+def _declared_factor(run: Mapping[str, Any]) -> float:
+    """The product of the run's methods' declared cost factors (VHL's virtual images)."""
+    factor = 1.0
+    for decl, params in _methods(run):
+        if decl.cost_factor is not None:
+            factor *= decl.cost_factor(run, params)
+    return factor
+
+
 def cost_factor(run: Mapping[str, Any]) -> float:
     """Passes over all clients' training data per round (VHL Table 10): the share of clients
     sampled × local epochs, × each method's declared factor (VHL's virtual images)."""
     t = run["training"]
     share = 1.0 if t["centralized"] else t["clients_per_round"] / run["partition"]["num_clients"]
-    factor = share * t["local_epochs"]
-    for decl, params in _methods(run):
-        if decl.cost_factor is not None:
-            factor *= decl.cost_factor(run, params)
-    return factor
+    return share * t["local_epochs"] * _declared_factor(run)
 
 
 def dataset_epochs(run: Mapping[str, Any]) -> float:
@@ -91,11 +96,7 @@ def training_images(run: Mapping[str, Any], train_size: int) -> float:
     else:
         share = 1.0 if t["centralized"] else clients / run["partition"]["num_clients"]
         per_round = share * t["local_epochs"] * train_size
-    factor = 1.0
-    for decl, params in _methods(run):
-        if decl.cost_factor is not None:
-            factor *= decl.cost_factor(run, params)
-    return t["rounds"] * per_round * factor
+    return t["rounds"] * per_round * _declared_factor(run)
 
 
 def partition_job(run: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
