@@ -2,20 +2,29 @@
 already imported torch, instead of importing it again (about 1.5 CPU-seconds per job, a fifth
 of a demo training job).
 
-The workflow starts `python -m fedhet.forkserver` when it runs jobs on this machine and sets
-`FEDHET_FORKSERVER` to its socket for the jobs. A `fedhet` command that finds the variable
-sends its arguments, working directory, environment and its stdout/stderr to the server and
-waits; the server forks a worker that runs the command exactly as `fedhet.cli.main` would in a
-fresh process (same code, same settings: the numbers do not change) with the job's
-environment, thread count and output files, and returns its exit status. When the job is
-killed, its worker is killed. The command runs in its own process instead when there is no
-server, when the server runs another installation or Python, or when a source file of fedhet
-changed after the server started (it would run stale code); it says so on stderr.
+The workflow starts `python -m fedhet.forkserver` when it runs jobs on this machine
+(`fedhet.forkclient.start_server`) and sets `FEDHET_FORKSERVER` to `<server pid>:<socket>` for
+the jobs. A `fedhet` command that finds the variable checks that the socket is served by that
+pid as its own user, sends its arguments, working directory, environment and its stdout/stderr
+to the server and waits; the server forks a worker that runs the command exactly as
+`fedhet.cli.main` would in a fresh process (same code, same settings: the numbers do not
+change) with the job's whole environment, thread count and output files, and returns its exit
+status. When the job is
+killed, its worker is killed. The command runs in its own process instead, and says why on
+stderr, when there is no server, when the socket is not the server's, when the server runs
+another installation or Python, when a source file of fedhet changed after the server started
+(it would run stale code), or when as many jobs as Snakemake runs at once already run on it.
 
-Protocol (one connection per command): the client sends a 4-byte big-endian length and a JSON
-request {argv, cwd, env, python, package, fingerprint}, with its stdout and stderr attached
-(SCM_RIGHTS); the server answers with a 4-byte big-endian signed exit status, or -1000 when it
-declines the command.
+Only its own user reaches it: the socket lives in a directory of mode 0700 with an
+unpredictable name that the server creates (and removes when it stops), bound with umask 077,
+and the server drops any connection whose peer (as the kernel says) runs as another uid. On a
+system where it cannot ask the kernel who connects, it does not start.
+
+Protocol (one connection per command): the client sends a 4-byte big-endian length (at most
+`MAX_REQUEST`) and a JSON request {argv, cwd, env, python, package, fingerprint}, with its
+stdout and stderr attached (SCM_RIGHTS); the server answers with a 4-byte big-endian signed
+exit status, or -1000 when it declines the command followed by a 4-byte length and the reason
+(UTF-8).
 """
 
 from __future__ import annotations
@@ -28,11 +37,16 @@ import signal
 import socket
 import struct
 import sys
+import tempfile
 import time
 import traceback
 
 from fedhet.atomic import pid_alive
-from fedhet.forkclient import DECLINED, ENV, PACKAGE, fingerprint, recv_exactly
+from fedhet.forkclient import DECLINED, ENV, MAX_REQUEST, PACKAGE, fingerprint, recv_exactly
+from fedhet.peercred import Peer, Unavailable, check_available, peer
+
+REQUEST_SECONDS = 60.0  # a client that has connected sends its request within this
+FULL_WAIT_SECONDS = 2.0  # at the cap, how long a new job waits for a finished job's handler
 
 # ----------------------------------------------------------------------------- server
 
@@ -101,27 +115,55 @@ def _decline_reason(request: dict, started: float, nfds: int) -> str | None:
     return None
 
 
-def _handle(conn: socket.socket, started: float) -> None:
-    """In a handler process: check the request, fork its worker, wait for the worker or for
-    the client to go away (then kill the worker), send the exit status."""
+def _decline(conn: socket.socket, job: str, why: str) -> None:
+    """Log why `job` is not run here and tell its client."""
+    print(f"declined {job}: {why}; it runs in its own process (imports torch itself)",
+          flush=True)
+    reason = why.encode()
+    try:
+        conn.sendall(struct.pack(">iI", DECLINED, len(reason)) + reason)
+    except OSError:
+        pass  # the client went away
+
+
+def _read_request(conn: socket.socket, job: str) -> tuple[dict | None, list[int]]:
+    """The request on `conn` and the files sent with it; (None, []) when the client went away
+    or the request is over the size cap (declined)."""
+    conn.settimeout(REQUEST_SECONDS)
     head, fds, _, _ = socket.recv_fds(conn, 65536, 2)
-    if len(head) < 4:  # the client went away before asking
+    try:
+        if len(head) < 4:  # the client went away before asking
+            raise ConnectionError
+        (length,) = struct.unpack(">I", head[:4])
+        if length > MAX_REQUEST:
+            _decline(conn, job, f"its request is {length} bytes, over the cap of {MAX_REQUEST}")
+            raise ConnectionError
+        body = head[4:]
+        if len(body) < length:
+            body += recv_exactly(conn, length - len(body))
+        request = json.loads(body)
+    except (ConnectionError, TimeoutError):
         for fd in fds:
             os.close(fd)
+        return None, []
+    conn.settimeout(None)
+    return request, fds
+
+
+def _handle(conn: socket.socket, started: float, client: Peer) -> None:
+    """In a handler process: check the request, fork its worker, wait for the worker or for
+    the client to go away (then kill the worker), send the exit status."""
+    request, fds = _read_request(conn, f"a request of pid {client.pid}")
+    if request is None:
         return
-    (length,) = struct.unpack(">I", head[:4])
-    body = head[4:]
-    if len(body) < length:
-        body += recv_exactly(conn, length - len(body))
-    request = json.loads(body)
+    job = f"`fedhet {' '.join(request['argv'][:1])}` (pid {client.pid}) in {request['cwd']}"
     why = _decline_reason(request, started, len(fds))
     if why:
         for fd in fds:
             os.close(fd)
-        print(f"declined `fedhet {' '.join(request['argv'][:1])}` in {request['cwd']}: {why}; "
-              "it runs in its own process (imports torch itself)", flush=True)
-        conn.sendall(struct.pack(">i", DECLINED))
+        _decline(conn, job, why)
         return
+    began = time.monotonic()
     worker = os.fork()
     if worker == 0:
         conn.close()
@@ -134,13 +176,16 @@ def _handle(conn: socket.socket, started: float) -> None:
         pid, status = os.waitpid(worker, os.WNOHANG)
         if pid:
             code = os.waitstatus_to_exitcode(status)
-            conn.sendall(struct.pack(">i", code if code >= 0 else 128 - code))
+            code = code if code >= 0 else 128 - code
+            print(f"ran {job}: exit {code} after {time.monotonic() - began:.1f} s", flush=True)
+            conn.sendall(struct.pack(">i", code))
             return
         if poller.poll(200) and not conn.recv(1):  # the job was killed
             os.kill(worker, signal.SIGTERM)
             if not _reaped_within(worker, seconds=5.0):
                 os.kill(worker, signal.SIGKILL)
                 os.waitpid(worker, 0)
+            print(f"stopped {job}: its client went away", flush=True)
             return
 
 
@@ -153,59 +198,134 @@ def _reaped_within(pid: int, seconds: float) -> bool:
     return False
 
 
-def serve(path: str, watch_pid: int | None = None) -> None:
-    """Serve commands on the UNIX socket `path` until `watch_pid` (the Snakemake process)
-    exits or the server is terminated."""
-    _preload()
-    started = fingerprint()
-    partial = f"{path}.{os.getpid()}.tmp"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(partial)
-    os.replace(partial, path)  # clients see the socket only once it accepts
-    server.listen(64)
+def _reap(handlers: set[int]) -> None:
+    for pid in list(handlers):
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            handlers.discard(pid)
+
+
+def _room(handlers: set[int], max_jobs: int) -> bool:
+    """Whether another handler may start: fewer than `max_jobs` run, once those that answered
+    their job have had `FULL_WAIT_SECONDS` to exit (Snakemake may start the next job first)."""
+    deadline = time.monotonic() + FULL_WAIT_SECONDS
+    _reap(handlers)
+    while len(handlers) >= max_jobs and time.monotonic() < deadline:
+        time.sleep(0.02)
+        _reap(handlers)
+    return len(handlers) < max_jobs
+
+
+def _admit(conn: socket.socket, handlers: set[int], max_jobs: int) -> Peer | None:
+    """The client on `conn` when the server takes its job; None when the connection is dropped
+    (another user, or no way to tell who it is) or the job declined (the server is full)."""
+    try:
+        client = peer(conn)
+    except OSError as err:
+        print(f"dropped a connection: cannot tell who made it ({err.strerror or err})",
+              flush=True)
+        return None
+    if client.uid != os.getuid():
+        print(f"refused a connection from uid {client.uid} (pid {client.pid}): only uid "
+              f"{os.getuid()} may use this server", flush=True)
+        return None
+    if not _room(handlers, max_jobs):
+        _decline(conn, f"the job of pid {client.pid}",
+                 f"{len(handlers)} jobs already run on the fork server, as many as Snakemake "
+                 "runs at once")
+        return None
+    return client
+
+
+def bind_private(server: socket.socket, path: str) -> None:
+    """Bind `server` at the new `path` with umask 077 (only this user may connect); bind()
+    fails on an existing path, which is left as it is."""
+    old = os.umask(0o077)
+    try:
+        server.bind(path)
+    finally:
+        os.umask(old)
+
+
+def _serve_on(server: socket.socket, started: float, max_jobs: int,
+              watch_pid: int | None) -> None:
+    """Accept jobs on the listening `server` until `watch_pid` exits or SIGTERM."""
     server.settimeout(1.0)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     handlers: set[int] = set()
-    try:
-        while not stop:
-            for pid in list(handlers):
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    handlers.discard(pid)
-            if watch_pid is not None and not pid_alive(watch_pid):
-                break
-            try:
-                conn, _ = server.accept()
-            except (socket.timeout, InterruptedError):
-                continue
-            pid = os.fork()
-            if pid == 0:
-                server.close()
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                code = 0
-                try:
-                    _handle(conn, started)
-                except BaseException:  # noqa: BLE001
-                    traceback.print_exc()
-                    code = 1
-                os._exit(code)
+    while not stop:
+        _reap(handlers)
+        if watch_pid is not None and not pid_alive(watch_pid):
+            break
+        try:
+            conn, _ = server.accept()
+        except (socket.timeout, InterruptedError):
+            continue
+        client = _admit(conn, handlers, max_jobs)
+        if client is None:
             conn.close()
-            handlers.add(pid)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            server.close()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            code = 0
+            try:
+                _handle(conn, started, client)
+            except BaseException:  # noqa: BLE001
+                traceback.print_exc()
+                code = 1
+            os._exit(code)
+        conn.close()
+        handlers.add(pid)
+
+
+def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = None) -> int:
+    """Serve at most `max_jobs` commands at once on a socket in a new private directory,
+    written with a newline to the file descriptor `ready_fd` once it accepts, until
+    `watch_pid` (the Snakemake process) exits or the server is terminated. Exit status 1
+    (and why, on stdout) where the kernel cannot say who connects."""
+    try:
+        check_available()
+    except Unavailable as err:
+        print(f"fork server not started: it could not check who connects ({err}); every "
+              "job imports torch itself", flush=True)
+        return 1
+    _preload()
+    started = fingerprint()
+    directory = tempfile.mkdtemp(prefix="fedhet-forkserver-")  # mode 0700, a fresh name
+    path = os.path.join(directory, "socket")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        bind_private(server, path)
+        server.listen(64)
+        print(f"serving on {path} (pid {os.getpid()}, uid {os.getuid()}, at most {max_jobs} "
+              "jobs at once)", flush=True)
+        if ready_fd is not None:
+            os.write(ready_fd, f"{path}\n".encode())
+            os.close(ready_fd)
+        _serve_on(server, started, max_jobs, watch_pid)
     finally:
         server.close()
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        for remove, name in ((os.unlink, path), (os.rmdir, directory)):
+            try:
+                remove(name)
+            except FileNotFoundError:
+                pass
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fedhet.forkserver", description=__doc__)
-    parser.add_argument("--socket", required=True, help="UNIX socket path to serve on")
+    parser.add_argument("--max-jobs", type=int, required=True,
+                        help="jobs served at once (no fewer than Snakemake runs at once)")
+    parser.add_argument("--ready-fd", type=int,
+                        help="file descriptor to write the socket's path to once it accepts")
     parser.add_argument("--watch-pid", type=int, help="exit when this process has exited")
     args = parser.parse_args(argv)
-    serve(args.socket, args.watch_pid)
-    return 0
+    if args.max_jobs < 1:
+        parser.error(f"--max-jobs is {args.max_jobs}; give 1 or more")
+    return serve(args.max_jobs, args.ready_fd, args.watch_pid)
 
 
 if __name__ == "__main__":

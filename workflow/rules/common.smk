@@ -6,9 +6,6 @@ import json
 import math
 import os
 import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import yaml
@@ -21,7 +18,8 @@ from fedhet import experiments as X
 from fedhet.config import ConfigError
 from fedhet.figures.kinds import FIGURE_KINDS
 from fedhet.forkclient import ENV as FORKSERVER_ENV
-from fedhet.forkclient import command_mismatch
+from fedhet.forkclient import NotStarted as ForkServerNotStarted
+from fedhet.forkclient import command_mismatch, start_server, stop_server
 
 ROOT = Path(workflow.basedir)
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -130,37 +128,28 @@ def job_gpus(wildcards):
 
 
 FORKSERVER = {}  # the running fork server's process, under "process"
+FORKSERVER_LOG = ".snakemake/log/fedhet-forkserver.log"
 
 
 def start_forkserver():
-    """Start `python -m fedhet.forkserver` for the jobs of this run on this machine and point
-    them at it ($FEDHET_FORKSERVER); it exits with this Snakemake process. Not for jobs sent to a
-    cluster, nor with `forkserver: false`."""
+    """Start `python -m fedhet.forkserver` for the jobs of this run on this machine, as many at
+    once as Snakemake runs, and point them at it ($FEDHET_FORKSERVER, told by the server); it
+    exits with this Snakemake process. Not for jobs sent to a cluster, nor with
+    `forkserver: false`."""
     if not workflow.local_exec or not config["forkserver"]:
         return
-    path = os.path.join(
-        tempfile.gettempdir(), f"fedhet-{os.getuid()}-{os.getpid()}.sock"
-    )
-    os.makedirs(".snakemake/log", exist_ok=True)
-    with open(".snakemake/log/fedhet-forkserver.log", "ab") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "fedhet.forkserver", "--socket", path]
-            + ["--watch-pid", str(os.getpid())],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+    os.makedirs(os.path.dirname(FORKSERVER_LOG), exist_ok=True)
+    jobs = workflow.resource_settings.cores or os.cpu_count() or 1
+    try:
+        server = start_server(FORKSERVER_LOG, max_jobs=jobs, watch_pid=os.getpid())
+    except ForkServerNotStarted as err:
+        logger.warning(
+            f"fedhet fork server did not start: {err} ({FORKSERVER_LOG}); "
+            "every job imports torch itself"
         )
-    FORKSERVER["process"] = server
-    deadline = time.monotonic() + 60
-    while not os.path.exists(path):  # it imports torch first
-        if server.poll() is not None or time.monotonic() > deadline:
-            logger.warning(
-                "fedhet fork server did not start (.snakemake/log/fedhet-forkserver.log); "
-                "every job imports torch itself"
-            )
-            return
-        time.sleep(0.1)
-    os.environ[FORKSERVER_ENV] = path
+        return
+    FORKSERVER["process"] = server.process
+    os.environ[FORKSERVER_ENV] = server.address
     mismatch = command_mismatch()
     if mismatch:
         logger.warning(
@@ -172,9 +161,8 @@ def start_forkserver():
 
 def stop_forkserver():
     server = FORKSERVER.pop("process", None)
-    if server is not None and server.poll() is None:
-        server.terminate()
-        server.wait(timeout=30)
+    if server is not None:
+        stop_server(server)
 
 
 ITEMS = EXP.items
