@@ -1,13 +1,19 @@
 """The fork server: a command run through it behaves as in its own process (results, exit
-status, output), a killed job's worker dies, and stale or foreign servers are not used."""
+status, output), a killed job's worker dies, stale or foreign servers are not used, and only its
+own user reaches it (private socket, peer credentials, capped requests and jobs)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
+import stat
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,44 +21,84 @@ import pytest
 import yaml
 
 import fedhet.forkclient as forkclient
+from fedhet import peercred
+from fedhet.forkserver import bind_private
 from tiny_runs import tiny_run
 
+ROOT = Path(__file__).resolve().parents[1]
+# The server run with the kernel's answer about each connecting peer shifted to another uid
+# (the CI user cannot switch users).
+OTHER_UID_PEERS = ("import dataclasses, sys, fedhet.forkserver as s; real = s.peer; "
+                   "s.peer = lambda c: dataclasses.replace(real(c), uid=real(c).uid + 1); "
+                   "sys.exit(s.main(sys.argv[1:]))")
 
-def server_processes(path: Path) -> list[int]:
-    """Pids of the server, its handlers and workers (forks share the server's command line)."""
-    pids = []
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and the processes below it (the server, its handlers and their workers)."""
+    parents = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                stat_line = (entry / "stat").read_text()
             except OSError:
                 continue
-            if "fedhet.forkserver" in cmdline and str(path) in cmdline:
-                pids.append(int(entry.name))
-    return pids
+            parents[int(entry.name)] = int(stat_line.rsplit(")", 1)[1].split()[1])
+    found = [pid]
+    for child in found:
+        found += [p for p, parent in parents.items() if parent == child]
+    return [p for p in found if p in parents]
+
+
+def start(tmp_path: Path, max_jobs: int = 4, command: list[str] | None = None):
+    log = tmp_path / "server.log"
+    return forkclient.start_server(log, max_jobs=max_jobs, command=command), log
+
+
+def stop(server) -> None:
+    path = forkclient.parse_address(server.address)[1]
+    forkclient.stop_server(server.process)
+    assert not os.path.exists(os.path.dirname(path)), "the server left its directory behind"
 
 
 @pytest.fixture()
-def server(tmp_path):
-    path = tmp_path / "fs.sock"
-    proc = subprocess.Popen([sys.executable, "-m", "fedhet.forkserver", "--socket", str(path)])
-    deadline = time.monotonic() + 60
-    while not path.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.1)
-    yield path
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
-    assert not path.exists()
+def served(tmp_path):
+    """(address, log) of a running server."""
+    server, log = start(tmp_path)
+    yield server.address, log
+    stop(server)
 
 
-def fedhet(args: list[str], socket: Path | None, **kw) -> subprocess.CompletedProcess:
+@pytest.fixture()
+def server(served):
+    return served[0]
+
+
+def fedhet(args: list[str], address: str | None, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop(forkclient.ENV, None)
-    if socket is not None:
-        env[forkclient.ENV] = str(socket)
+    if address is not None:
+        env[forkclient.ENV] = address
     return subprocess.run([sys.executable, "-m", "fedhet.cli", *args], env=env,
                           capture_output=True, text=True, **kw)
+
+
+def long_job(tmp_path: Path, address: str) -> subprocess.Popen:
+    """A `fedhet train` through the server that runs until killed."""
+    run = tiny_run(tmp_path / "data", tmp_path / "parts")
+    run["training"]["rounds"] = 100000
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(run))
+    env = {**os.environ, forkclient.ENV: address}
+    return subprocess.Popen([sys.executable, "-m", "fedhet.cli", "train", "--config", str(config),
+                             "--out", str(tmp_path / "out")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_for(condition, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
 
 
 def test_a_run_through_the_server_is_the_run_in_its_own_process(tmp_path, server):
@@ -77,34 +123,27 @@ def test_a_run_through_the_server_is_the_run_in_its_own_process(tmp_path, server
 
 
 def test_a_killed_job_takes_its_worker_with_it(tmp_path, server):
-    run = tiny_run(tmp_path / "data", tmp_path / "parts")
-    run["training"]["rounds"] = 100000
-    config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump(run))
-    env = {**os.environ, forkclient.ENV: str(server)}
-    job = subprocess.Popen([sys.executable, "-m", "fedhet.cli", "train", "--config", str(config),
-                            "--out", str(tmp_path / "out")], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while len(server_processes(server)) < 3:  # server, handler, worker
-        assert time.monotonic() < deadline, "the job never started on the server"
-        time.sleep(0.1)
+    pid = forkclient.parse_address(server)[0]
+    job = long_job(tmp_path, server)
+    wait_for(lambda: len(descendants(pid)) >= 3, "the job never started on the server")
     job.kill()
     job.wait()
-    deadline = time.monotonic() + 20
-    while len(server_processes(server)) > 1:
-        assert time.monotonic() < deadline, "the worker outlived its job"
-        time.sleep(0.1)
+    wait_for(lambda: len(descendants(pid)) == 1, "the worker outlived its job", seconds=20)
 
 
 def test_no_server_or_a_stale_one_runs_the_command_here(tmp_path, server, monkeypatch, capfd):
-    monkeypatch.setenv(forkclient.ENV, str(tmp_path / "none.sock"))
+    monkeypatch.setenv(forkclient.ENV, f"{os.getpid()}:{tmp_path / 'none.sock'}")
     assert forkclient.run_remote(["run-id"]) is None
     assert "not reachable" in capfd.readouterr().err
-    monkeypatch.setenv(forkclient.ENV, str(server))
+    monkeypatch.setenv(forkclient.ENV, str(tmp_path / "none.sock"))  # no pid
+    assert forkclient.run_remote(["run-id"]) is None
+    assert "not <server pid>:<socket path>" in capfd.readouterr().err
+    monkeypatch.setenv(forkclient.ENV, server)
     monkeypatch.setattr(forkclient, "fingerprint", lambda: time.time() + 3600)  # edited since
     assert forkclient.run_remote(["run-id"]) is None
-    assert "older sources" in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert "declined it: a fedhet source file changed after the server started" in err
+    assert "another installation" not in err
 
 
 def test_the_server_names_why_it_declines():
@@ -134,3 +173,198 @@ def test_a_fedhet_command_of_another_python_is_found_before_any_job(tmp_path, mo
     assert forkclient.command_mismatch() is None
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert "not on PATH" in forkclient.command_mismatch()
+
+
+# ----------------------------------------------------------------------------- who reaches it
+
+
+def test_the_socket_is_private_whatever_the_umask(tmp_path):
+    old = os.umask(0)  # a shared-group cluster's umask: what the server creates must not follow
+    try:
+        server, _ = start(tmp_path)
+    finally:
+        os.umask(old)
+    try:
+        pid, path = forkclient.parse_address(server.address)
+        assert pid == server.process.pid
+        directory = os.lstat(os.path.dirname(path))
+        assert stat.S_ISDIR(directory.st_mode) and directory.st_uid == os.getuid()
+        assert stat.S_IMODE(directory.st_mode) == 0o700
+        assert stat.S_IMODE(os.lstat(path).st_mode) & 0o077 == 0
+        assert not os.path.basename(os.path.dirname(path)).endswith(str(os.getpid()))
+    finally:
+        stop(server)
+
+
+def test_binding_refuses_an_existing_path(tmp_path):
+    planted = tmp_path / "socket"
+    planted.write_text("someone else's")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock, pytest.raises(OSError):
+        bind_private(sock, str(planted))
+    assert planted.read_text() == "someone else's"
+
+
+def test_the_kernel_names_the_peer():
+    peercred.check_available()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with ours, theirs:
+        assert peercred.peer(ours) == peercred.Peer(os.getpid(), os.getuid())
+
+
+def test_without_a_peer_check_the_server_does_not_start_and_says_why(tmp_path):
+    no_check = ("import sys, fedhet.forkserver as s, fedhet.peercred as p\n"
+                "def unavailable(): raise p.Unavailable('this system has none')\n"
+                "s.check_available = unavailable\nsys.exit(s.main(sys.argv[1:]))")
+    with pytest.raises(forkclient.NotStarted, match="exited with status 1"):
+        start(tmp_path, command=[sys.executable, "-c", no_check])
+    assert "could not check who connects (this system has none)" in (
+        tmp_path / "server.log").read_text()
+
+
+def test_a_socket_served_by_another_process_gets_nothing(tmp_path, server, monkeypatch, capfd):
+    """A listener at the address is used only when it is the server's pid: a squatter, even
+    of the same user, receives no byte of the request (its environment)."""
+    planted = tmp_path / "planted.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as squatter:
+        squatter.bind(str(planted))
+        squatter.listen(1)
+        monkeypatch.setenv(forkclient.ENV, f"{forkclient.parse_address(server)[0]}:{planted}")
+        assert forkclient.run_remote(["run-id"]) is None
+        conn, _ = squatter.accept()
+        conn.settimeout(5)
+        with conn:
+            assert conn.recv(1024) == b""
+    err = capfd.readouterr().err
+    assert f"served by pid {os.getpid()} of uid {os.getuid()}, not by the fork server" in err
+    assert "nothing was sent to it" in err
+
+
+def test_a_server_running_as_another_uid_is_not_used(served, monkeypatch, capfd):
+    address, log = served
+    real = forkclient.peer
+    monkeypatch.setattr(forkclient, "peer", lambda c: peercred.Peer(real(c).pid, real(c).uid + 1))
+    monkeypatch.setenv(forkclient.ENV, address)
+    assert forkclient.run_remote(["run-id"]) is None
+    assert f"of uid {os.getuid() + 1}, not by the fork server" in capfd.readouterr().err
+    assert "ran `fedhet" not in log.read_text() and "declined" not in log.read_text()
+
+
+def test_the_server_drops_a_peer_of_another_uid(tmp_path, monkeypatch, capfd):
+    server, log = start(tmp_path, command=[sys.executable, "-c", OTHER_UID_PEERS])
+    try:
+        monkeypatch.setenv(forkclient.ENV, server.address)
+        assert forkclient.run_remote(["run-id"]) is None
+        assert "socket failed (" in capfd.readouterr().err  # dropped unread: a reset
+        assert f"refused a connection from uid {os.getuid() + 1}" in log.read_text()
+        assert "ran `fedhet" not in log.read_text()
+    finally:
+        stop(server)
+
+
+def test_an_oversized_request_is_refused(served, monkeypatch, capfd):
+    address, log = served
+    path = forkclient.parse_address(address)[1]
+    size = forkclient.MAX_REQUEST + 1
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(30)  # a server that waits for the announced bytes fails here
+        conn.connect(path)
+        socket.send_fds(conn, [struct.pack(">I", size)], [1, 2])
+        code, length = struct.unpack(">iI", forkclient.recv_exactly(conn, 8))
+        reason = forkclient.recv_exactly(conn, length).decode()
+    assert code == forkclient.DECLINED
+    assert f"its request is {size} bytes, over the cap of {forkclient.MAX_REQUEST}" in reason
+    assert reason in log.read_text()
+    monkeypatch.setattr(forkclient, "MAX_REQUEST", 100)  # the client does not send one either
+    monkeypatch.setenv(forkclient.ENV, address)
+    assert forkclient.run_remote(["run-id"]) is None
+    assert "over the cap of 100" in capfd.readouterr().err
+
+
+def test_a_job_over_the_cap_runs_in_its_own_process_and_the_log_says_so(tmp_path, monkeypatch,
+                                                                         capfd):
+    server, log = start(tmp_path, max_jobs=1)
+    job = long_job(tmp_path, server.address)
+    try:
+        wait_for(lambda: len(descendants(server.process.pid)) >= 3, "the job never started")
+        monkeypatch.setenv(forkclient.ENV, server.address)
+        assert forkclient.run_remote(["run-id"]) is None
+        assert "1 jobs already run on the fork server" in capfd.readouterr().err
+        assert f"declined the job of pid {os.getpid()}: 1 jobs already run" in log.read_text()
+    finally:
+        job.kill()
+        job.wait()
+        stop(server)
+
+
+# ----------------------------------------------------------------------------- in the workflow
+
+PLANT = """
+import os, socket, sys, tempfile, time
+# what the workflow's fork server socket path was: /tmp/fedhet-<uid>-<snakemake pid>.sock
+path = os.path.join(tempfile.gettempdir(), f"fedhet-{os.getuid()}-{os.getpid()}.sock")
+kind, record = sys.argv[1], sys.argv[2]
+if kind == "listener":
+    squat = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    squat.bind(path)
+    squat.listen(16)
+    snakemake = os.getpid()
+    if os.fork() == 0:  # records what reaches it until Snakemake (this pid, exec'd) exits
+        squat.settimeout(0.5)
+        with open(record, "ab", buffering=0) as out:
+            while os.getppid() == snakemake:
+                try:
+                    conn, _ = squat.accept()
+                except TimeoutError:
+                    continue
+                out.write(b"connection: " + conn.recv(200) + b"\\n")
+                conn.close()
+        os._exit(0)
+    squat.close()
+else:  # a file in the server's place that it cannot replace (as another user's in /tmp)
+    os.mkdir(path)
+    open(os.path.join(path, "planted"), "w").close()
+os.execv(sys.executable, [sys.executable, "-m", "snakemake", *sys.argv[3:]])
+"""
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("planted", ["listener", "file"])
+def test_what_is_planted_at_the_old_path_is_never_used(tmp_path, planted):
+    """A listener, or a file, at the socket path the workflow used to derive from Snakemake's
+    pid: the run succeeds and its jobs (real `fedhet` commands) run on the real server."""
+    from fedhet.experiments import load_experiment
+
+    from test_workflow import COPIED
+
+    for name in COPIED:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, tmp_path / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tmp_path / name)
+    exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
+    target = f"resources/partitions/{sorted(exp.partitions)[0]}.npz"  # prepare-data, partition
+    record = tmp_path / "squatter.log"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop(forkclient.ENV, None)
+    proc = subprocess.Popen([sys.executable, "-c", PLANT, planted, str(record), "--cores", "2",
+                             target], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    old_path = Path(tempfile.gettempdir()) / f"fedhet-{os.getuid()}-{proc.pid}.sock"
+    try:
+        output = proc.communicate(timeout=1800)[0]
+        assert proc.returncode == 0, output
+        assert not record.exists() or record.read_text() == ""
+        if planted == "file":
+            assert (old_path / "planted").is_file()
+        logs = "".join(p.read_text() for p in (tmp_path / "resources" / "logs").rglob("*.log"))
+        assert "fork server" not in logs, logs  # no job fell back to a process of its own
+        served = (tmp_path / ".snakemake" / "log" / "fedhet-forkserver.log").read_text()
+        assert "ran `fedhet prepare-data`" in served and "ran `fedhet partition`" in served
+    finally:
+        proc.kill()
+        if old_path.is_dir():
+            shutil.rmtree(old_path)
+        elif old_path.exists():
+            old_path.unlink()

@@ -246,12 +246,10 @@ def bind_private(server: socket.socket, path: str) -> None:
         os.umask(old)
 
 
-def _serve_on(server: socket.socket, started: float, max_jobs: int,
-              watch_pid: int | None) -> None:
-    """Accept jobs on the listening `server` until `watch_pid` exits or SIGTERM."""
+def _serve_on(server: socket.socket, started: float, max_jobs: int, watch_pid: int | None,
+              stop: list) -> None:
+    """Accept jobs on the listening `server` until `watch_pid` exits or `stop` fills."""
     server.settimeout(1.0)
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     handlers: set[int] = set()
     while not stop:
         _reap(handlers)
@@ -293,6 +291,8 @@ def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = No
         return 1
     _preload()
     started = fingerprint()
+    stop = []  # from here on SIGTERM stops the loop, which removes the socket and directory
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     directory = tempfile.mkdtemp(prefix="fedhet-forkserver-")  # mode 0700, a fresh name
     path = os.path.join(directory, "socket")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -304,7 +304,7 @@ def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = No
         if ready_fd is not None:
             os.write(ready_fd, f"{path}\n".encode())
             os.close(ready_fd)
-        _serve_on(server, started, max_jobs, watch_pid)
+        _serve_on(server, started, max_jobs, watch_pid, stop)
     finally:
         server.close()
         for remove, name in ((os.unlink, path), (os.rmdir, directory)):
