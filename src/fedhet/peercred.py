@@ -15,7 +15,7 @@ from dataclasses import dataclass
 _SOL_LOCAL = getattr(socket, "SOL_LOCAL", 0)
 _LOCAL_PEERCRED = getattr(socket, "LOCAL_PEERCRED", 1)
 _LOCAL_PEERPID = getattr(socket, "LOCAL_PEERPID", 2)
-_XUCRED = struct.Struct("=IIh2x16I")  # cr_version, cr_uid, cr_ngroups, cr_groups[16]
+_XUCRED = struct.Struct("=IIh2x16I")  # cr_version, cr_uid, cr_ngroups, cr_groups[NGROUPS]
 
 
 class Unavailable(OSError):
@@ -37,9 +37,9 @@ def peer(conn: socket.socket) -> Peer:
         return Peer(pid, uid)
     if sys.platform == "darwin":
         raw = conn.getsockopt(_SOL_LOCAL, _LOCAL_PEERCRED, _XUCRED.size)
-        version, uid = _XUCRED.unpack(raw)[:2]
-        if version != 0:
-            raise Unavailable(f"LOCAL_PEERCRED answered a struct xucred of version {version}")
+        version, uid = struct.unpack_from("=II", raw) if len(raw) >= 8 else (None, None)
+        if version != 0:  # XUCRED_VERSION
+            raise Unavailable(f"LOCAL_PEERCRED answered {raw!r}, not a struct xucred")
         (pid,) = struct.unpack("=i", conn.getsockopt(_SOL_LOCAL, _LOCAL_PEERPID, 4))
         return Peer(pid, uid)
     raise Unavailable(f"{sys.platform} has no peer-credential check fedhet knows "
