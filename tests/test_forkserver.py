@@ -288,8 +288,10 @@ def test_a_job_over_the_cap_runs_in_its_own_process_and_the_log_says_so(tmp_path
         wait_for(lambda: len(descendants(server.process.pid)) >= 3, "the job never started")
         monkeypatch.setenv(forkclient.ENV, server.address)
         assert forkclient.run_remote(["run-id"]) is None
-        assert "1 jobs already run on the fork server" in capfd.readouterr().err
-        assert f"declined the job of pid {os.getpid()}: 1 jobs already run" in log.read_text()
+        assert "the fork server already runs 1 job(s), as many as Snakemake runs at once" in (
+            capfd.readouterr().err)
+        assert (f"declined the job of pid {os.getpid()}: the fork server already runs 1 job(s)"
+                in log.read_text())
     finally:
         job.kill()
         job.wait()

@@ -230,7 +230,7 @@ def _admit(conn: socket.socket, handlers: set[int], max_jobs: int) -> Peer | Non
         return None
     if not _room(handlers, max_jobs):
         _decline(conn, f"the job of pid {client.pid}",
-                 f"{len(handlers)} jobs already run on the fork server, as many as Snakemake "
+                 f"the fork server already runs {len(handlers)} job(s), as many as Snakemake "
                  "runs at once")
         return None
     return client
