@@ -14,7 +14,7 @@ from fedhet.models import build_model
 
 
 def test_every_subcommand_has_help(capsys):
-    for command in ("train", "run-id", "prepare-data", "partition", "evaluate", "bench"):
+    for command in ("train", "run-id", "prepare-data", "partition", "evaluate", "bench", "methods"):
         with pytest.raises(SystemExit) as exit_:
             build_parser().parse_args([command, "--help"])
         assert exit_.value.code == 0

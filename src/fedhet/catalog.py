@@ -8,6 +8,7 @@ implementation("vhl")             # the plug-in class (imports its module, and t
 
 Declarations are read once per process. Adding a method is adding a subpackage of
 `fedhet.methods` with a `DECLARATIONS` list; nothing here or in any other common module names it.
+Methods of other installed packages join them through entry points (`fedhet.external`).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from fedhet import external
 from fedhet.declare import KINDS, ArtefactFamily, Method, resolve_params
 from fedhet.registry import UnknownNameError
 
 
 @cache
-def _declarations() -> dict[str, Method]:
+def _builtin() -> dict[str, Method]:
     import fedhet.methods
 
     found: dict[str, Method] = {}
@@ -34,6 +36,36 @@ def _declarations() -> dict[str, Method]:
                 raise ValueError(f"method '{decl.name}' declared twice")
             found[decl.name] = decl
     return found
+
+
+@cache
+def _external() -> external.Found:
+    return external.discover(_builtin())
+
+
+@cache
+def _declarations() -> dict[str, Method]:
+    return {**_builtin(), **{name: decl for name, (decl, _) in _external().methods.items()}}
+
+
+def package(name: str) -> external.Package | None:
+    """The installed distribution that declares `name`; None for fedhet's own methods."""
+    entry = _external().methods.get(name)
+    return None if entry is None else entry[1]
+
+
+def refused() -> list[external.Refusal]:
+    """External method packages left out, each with its distribution and the reason."""
+    return list(_external().refused)
+
+
+def refusal_note() -> str:
+    """For errors about an unknown name: the refused external packages, if any ('' if none)."""
+    found = refused()
+    if not found:
+        return ""
+    return ("; refused external method packages (see `fedhet methods`): "
+            + "; ".join(str(r) for r in found))
 
 
 def methods(kind: str | None = None, implemented: bool | None = None) -> list[Method]:
@@ -59,7 +91,7 @@ def method(name: str, kind: str | None = None) -> Method:
     if decl is None or (kind is not None and decl.kind != kind):
         label = "method" if kind is None else kind
         valid = ", ".join(names(kind))
-        raise UnknownNameError(f"unknown {label} '{name}'; valid: {valid}")
+        raise UnknownNameError(f"unknown {label} '{name}'; valid: {valid}{refusal_note()}")
     return decl
 
 
@@ -68,6 +100,16 @@ def version(name: str) -> int:
     the data and partition code carry theirs in `fedhet.config`)."""
     decl = _declarations().get(name)
     return 1 if decl is None else decl.version
+
+
+def identity_version(name: str) -> int | dict[str, Any]:
+    """What a run using `name` carries for it in its identity: `version(name)` for fedhet's own
+    methods (their run ids never change); for an external method, also its distribution's
+    version and a hash of its source files (`fedhet.external.identity_entry`)."""
+    origin = package(name)
+    if origin is None:
+        return version(name)
+    return external.identity_entry(method(name), origin)
 
 
 def artefact_families() -> dict[str, ArtefactFamily]:

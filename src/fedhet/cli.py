@@ -1,4 +1,4 @@
-"""`fedhet` command line: train, prepare-data, partition, evaluate, run-id, bench.
+"""`fedhet` command line: train, prepare-data, partition, evaluate, run-id, bench, methods.
 
 Heavy imports (torch, torchvision) happen inside the commands, so `fedhet --help` and the
 torch-free commands stay fast.
@@ -13,6 +13,7 @@ from typing import Any
 
 from fedhet.cli_args import json_object
 from fedhet.config import ConfigError, load_yaml
+from fedhet.declare import KINDS
 
 
 def _set_dotted(run: dict[str, Any], assignment: str) -> None:
@@ -148,6 +149,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
+def cmd_methods(args: argparse.Namespace) -> int:
+    from fedhet.method_list import describe
+
+    print(describe(args.kind))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedhet", description="Federated learning under data heterogeneity, reproducibly."
@@ -226,6 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--round-samples", type=int, default=5000,
                    help="images per client of --round-time (fewer: a quick look on a CPU)")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("methods", help="list every installed method with its kind, package "
+                       "and parameters",
+                       description="List fedhet's methods and those other installed packages "
+                       "declare (entry point group fedhet.methods), with kind, package and "
+                       "parameters; external packages that were refused are listed with why.")
+    p.add_argument("--kind", choices=KINDS, help="only methods of this kind")
+    p.set_defaults(func=cmd_methods)
 
     from fedhet.posthoc.cli import add_subcommands as add_posthoc_subcommands
 

@@ -3,7 +3,9 @@
 A run is one nested dict. `resolve_run` fills defaults and rejects unknown keys,
 `run_hash` hashes the parts that change the training maths (everything except the
 `runtime` section) together with the implementation version of every algorithm and
-plug-in used, and `run_id` prefixes that hash with a readable name.
+plug-in used (for a method of another installed package, also that package's version and a
+hash of its source: `fedhet.catalog.identity_version`), and `run_id` prefixes that hash
+with a readable name.
 
 This module must stay importable without torch: the Snakemake DAG uses it.
 """
@@ -59,7 +61,8 @@ def _declared(name: str, kind: str, where: str):
     """The declaration of an implemented method of `kind`, or a ConfigError naming `where`."""
     valid = catalog.names(kind)
     if name not in valid:
-        raise ConfigError(f"unknown {kind} '{name}' at '{where}'; valid: {', '.join(valid)}")
+        raise ConfigError(f"unknown {kind} '{name}' at '{where}'; valid: {', '.join(valid)}"
+                          f"{catalog.refusal_note()}")
     decl = catalog.method(name, kind)
     if not decl.implemented:
         implemented = ", ".join(catalog.names(kind, implemented=True))
@@ -147,7 +150,7 @@ def identity(run: Mapping[str, Any]) -> dict[str, Any]:
         _drop_late_params(plugin["params"], plugin["name"])
     versions = {name: CORE_VERSIONS[name] for name in ("engine", "data", "partition")}
     for name in (run["algorithm"]["name"], *(p["name"] for p in run["plugins"])):
-        versions[name] = catalog.version(name)
+        versions[name] = catalog.identity_version(name)
     ident["versions"] = versions
     return ident
 

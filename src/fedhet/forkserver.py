@@ -52,7 +52,9 @@ FULL_WAIT_SECONDS = 2.0  # at the cap, how long a new job waits for a finished j
 
 
 def _preload() -> None:
-    """Import what a job imports: torch, the engine, every model and method."""
+    """Import what a job imports: torch, the engine, every model and fedhet's own methods (a
+    method of another package is imported by each job that uses it: its source is not in the
+    fingerprint, and a failing import must not stop the server)."""
     import torch  # noqa: F401
 
     import fedhet.cli  # noqa: F401
@@ -64,7 +66,7 @@ def _preload() -> None:
         MODELS.get(name)
     for kind in ("algorithm", "plugin"):
         for name in catalog.names(kind):
-            if catalog.method(name).implemented:
+            if catalog.method(name).implemented and catalog.package(name) is None:
                 catalog.implementation(name)
 
 
