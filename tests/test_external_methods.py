@@ -191,3 +191,16 @@ def test_two_packages_declaring_one_name_are_both_refused(site, capsys):
     assert "toy-twin 0.1 (entry point twin = toy_twin): declares 'logitpen', as does " \
            "toy-methods 0.1" in out
     assert "logitpen" not in catalog.names()
+
+
+def test_an_implementation_that_fails_to_import_is_named_and_stops_no_fork_server(site):
+    site.install("toy-badimpl", "0.4", {"bad": "toy_bad"},
+                 {"toy_bad": CLASH.format(name="badimpl", module="toy_bad.plugin")})
+    (site.root / "toy_bad" / "plugin.py").write_text("raise RuntimeError('half-written')\n")
+    assert catalog.package("badimpl").label == "toy-badimpl 0.4"
+    with pytest.raises(ImportError, match="plugin 'badimpl' of toy-badimpl 0.4: cannot import "
+                       "its module toy_bad.plugin: RuntimeError: half-written"):
+        catalog.implementation("badimpl")
+    from fedhet.forkserver import _preload
+
+    _preload()  # fedhet's own methods only: the server starts whatever other packages hold

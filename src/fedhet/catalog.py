@@ -128,7 +128,14 @@ def implementation(name: str) -> Any:
     decl = method(name)
     if not decl.implemented:
         raise NotImplementedError(f"{decl.kind} '{name}' is declared but not implemented yet")
-    importlib.import_module(decl.module)
+    origin = package(name)
+    try:
+        importlib.import_module(decl.module)
+    except Exception as err:
+        if origin is None:
+            raise
+        raise ImportError(f"{decl.kind} '{name}' of {origin.label}: cannot import its module "
+                          f"{decl.module}: {type(err).__name__}: {err}") from err
     if decl.kind == "algorithm":
         from fedhet.algorithms.base import ALGORITHMS
 

@@ -25,6 +25,6 @@ def describe(kind: str | None = None) -> str:
     refused = catalog.refused()
     if refused:
         lines.append("")
-        lines.append("refused (their methods are not installed; the reason names the fix):")
+        lines.append("refused external method packages (their methods are left out):")
         lines.extend(f"    {r}" for r in refused)
     return "\n".join(lines)
