@@ -14,8 +14,8 @@ batches (each client's 5,000 as 39 batches of 128 and one of 8), in the same mod
   [0, 1] on the CPU; each batch moved to the device and augmented there by the engine's own
   functions (`random_crop`, `random_flip`, then normalised); a `copy.deepcopy` of the global
   model; `torch.optim.SGD`; cross-entropy. The server then averages the clients' state dicts
-  (every entry, as float, cast back). Same precision mode as the engine: the same autocast and
-  TF32 flags, channels-last model and inputs when asked.
+  (every entry, as float, cast back). Same precision mode as the engine (`apply_modes`: the
+  same autocast and TF32 flags, channels-last model and inputs when asked).
 
 Timing: a warm-up round on a few batches of each client with the same batch shapes (so cuDNN's
 algorithm choice, the caching allocator's pool and lazy initialisations are paid before), then
@@ -32,8 +32,7 @@ import copy
 import gc
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -46,18 +45,16 @@ from fedhet.config import resolve_run
 from fedhet.data.core import FedData
 from fedhet.engine.augment import Augmenter, random_crop, random_flip
 from fedhet.engine.federation import Federation
+from fedhet.engine.modes import PRECISIONS, apply_modes
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.gpucheck.records import append_record, device_name, make_record
 from fedhet.models import build_model
 
-PRECISIONS = ("default", "fp32", "tf32", "bf16")
 CHANNELS_LAST = "+channels_last"
 # What a GPU measures unless told otherwise: the fastest candidate first, so that a run cut short
 # still has it.
 GPU_MODES = ("bf16+channels_last", "bf16", "tf32", "default", "fp32")
 CPU_MODES = ("default",)
-# torch's TF32 flags as this process started: what mode `default` trains under
-_TORCH_TF32 = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
 
 
 @dataclass(frozen=True)
@@ -101,25 +98,12 @@ class Mode:
 
     def runtime(self) -> dict[str, Any]:
         """The run's `runtime` settings of this mode."""
-        return {"bf16": self.precision == "bf16", "channels_last": self.channels_last}
+        return {"precision": self.precision, "channels_last": self.channels_last}
 
     @classmethod
     def of_runtime(cls, runtime: Mapping[str, Any]) -> Mode:
         """The mode a run's resolved `runtime` settings ask for."""
-        return cls("bf16" if runtime["bf16"] else "default", bool(runtime["channels_last"]))
-
-
-@contextmanager
-def tf32_flags(precision: str) -> Iterator[None]:
-    """TF32 for convolutions and matrix products as `precision` asks (fp32: neither; tf32:
-    both; default and bf16: torch's own flags as this process started), restored after."""
-    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    conv, matmul = {"fp32": (False, False), "tf32": (True, True)}.get(precision, _TORCH_TF32)
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, matmul
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+        return cls(runtime["precision"], bool(runtime["channels_last"]))
 
 
 def random_data(size: RoundSize, seed: int = 0) -> FedData:
@@ -170,23 +154,21 @@ def engine_builder(size: RoundSize, mode: Mode, data: FedData, device: torch.dev
     def build(indices: list[np.ndarray]) -> tuple[Callable[[], None], str]:
         fed = Federation(run, data, indices, device)
         rounds = iter(range(1, 10**9))
-        note = fed.execution
-        if mode.channels_last and not fed.channels_last:
-            note += f"; channels-last not applied on {device.type}"
-        return lambda: fed.run_round(next(rounds)), note
+        return lambda: fed.run_round(next(rounds)), f"{fed.execution}; {fed.modes.summary()}"
 
     return build
 
 
 def reference_builder(size: RoundSize, mode: Mode, data: FedData,
                       device: torch.device) -> Builder:
-    """Rounds of the reference loop (module docstring) on given client indices."""
+    """Rounds of the reference loop (module docstring) on given client indices, in the modes
+    the engine would set (`apply_modes`: the same flags and autocast)."""
     augmenter = Augmenter("crop_flip", data.mean, data.std, size.image_size, device)
     images = data.x_train.float().div_(255.0)
     cuda = device.type == "cuda"
-    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if mode.precision == "bf16"
-                else nullcontext())
-    layout = torch.channels_last if mode.channels_last else torch.contiguous_format
+    modes = apply_modes(round_run(size, mode, device), device)
+    autocast = modes.autocast
+    layout = torch.channels_last if modes.channels_last else torch.contiguous_format
     torch.manual_seed(derive_seed(0, "reference"))
     global_model = build_model(size.model, size.num_classes, 3, size.image_size,
                                size.width).to(device, memory_format=layout)
@@ -217,9 +199,9 @@ def reference_builder(size: RoundSize, mode: Mode, data: FedData,
                 states.append(model.state_dict())
             global_model.load_state_dict(average_state_dicts(states))
 
-        return one_round, "DataLoader over a TensorDataset (float32, CPU), the engine's " \
-                          "crop+flip on the device, deepcopy per client, torch.optim.SGD, " \
-                          "state-dict average"
+        return one_round, ("DataLoader over a TensorDataset (float32, CPU), the engine's "
+                           "crop+flip on the device, deepcopy per client, torch.optim.SGD, "
+                           f"state-dict average; {modes.summary()}")
 
     return build
 
@@ -309,9 +291,8 @@ def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
         seconds: dict[str, float] = {}
         for variant in variants:
             try:
-                with tf32_flags(mode.precision):
-                    m = measure(variant_builder(variant, size, mode, data, device,
-                                                client_workers), size, device, timed_rounds)
+                m = measure(variant_builder(variant, size, mode, data, device, client_workers),
+                            size, device, timed_rounds)
                 seconds[variant] = m.seconds
                 note = m.note
                 if variant == "reference":

@@ -249,7 +249,8 @@ def real_run(ctx: Context, fmnist_dir: Path, shrink: Sequence[str] = ()) -> dict
     seconds = ", ".join(f"{s:.2f}" for s in per_round)
     note = (f"run {rid}{' ' + ' '.join(shrink) if shrink else ''}; test accuracy per round "
             f"{accuracy} (best {final['best_acc']:.4f}); seconds per round (training and "
-            f"evaluation) {seconds}, s/round is their median; {prov['execution']}")
+            f"evaluation) {seconds}, s/round is their median; execution "
+            f"{json.dumps(prov['execution'], sort_keys=True)}")
     if not real:
         note = f"not the real data: the run trained on a stand-in for {prov['stands_in_for']}; {note}"
     return ctx.record(what, mode, seconds=statistics.median(per_round),
