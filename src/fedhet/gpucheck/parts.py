@@ -78,11 +78,15 @@ def tests(ctx: Context, targets: Sequence[str] = ("tests",)) -> dict[str, Any]:
                       note="; ".join([note, *failures]))
 
 
+# `@pytest.mark.gpu`, `pytestmark = pytest.mark.gpu` or `pytest.mark.gpu,` in a pytestmark list
+GPU_MARK = re.compile(r"^\s*(@|pytestmark\s*=\s*\[?\s*)?pytest\.mark\.gpu\b", re.MULTILINE)
+
+
 def marked_test_files(tests_dir: Path = REPO / "tests") -> list[str]:
-    """Test files that use the gpu marker (`pytest.mark.gpu`): what a CPU smoke run collects
-    instead of the whole suite."""
+    """Test files that use the gpu marker (a `@pytest.mark.gpu` decorator or a module's
+    `pytestmark`): what a CPU smoke run collects instead of the whole suite."""
     return sorted(str(p) for p in tests_dir.glob("test_*.py")
-                  if "mark.gpu" in p.read_text(encoding="utf-8"))
+                  if GPU_MARK.search(p.read_text(encoding="utf-8")))
 
 
 # -- 3. runs sharing one device ---------------------------------------------------------------
@@ -245,6 +249,7 @@ def real_run(ctx: Context, fmnist_dir: Path, shrink: Sequence[str] = ()) -> dict
     ends = [row["seconds"] for row in rows]
     per_round = [b - a for a, b in zip([0.0, *ends], ends)]
     real = prov["stands_in_for"] is None
+    mode = Mode.of_runtime(resolved["runtime"]).name
     accuracy = ", ".join(f"{row['test_acc']:.4f}" for row in rows)
     seconds = ", ".join(f"{s:.2f}" for s in per_round)
     note = (f"run {rid}{' ' + ' '.join(shrink) if shrink else ''}; test accuracy per round "
