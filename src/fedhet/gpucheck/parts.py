@@ -62,9 +62,9 @@ class Context:
 
 
 # -- 1. the CUDA tests ------------------------------------------------------------------------
-def tests(ctx: Context, targets: Sequence[str] = ("tests",)) -> dict[str, Any]:
-    """`pytest -m gpu` on `targets`: ok when it passes; the note is pytest's summary line and
-    the failing tests."""
+def tests(ctx: Context, targets: Sequence[str]) -> dict[str, Any]:
+    """`pytest -m gpu` on the test files `targets`: ok when it passes; the note is pytest's
+    summary line and the failing tests."""
     # addopts emptied: the repository's own -q on top of this one would hide the summary line
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-o", "addopts=", "-q",
                            "-rfE", "-p", "no:cacheprovider", *targets], cwd=REPO, capture_output=True, text=True,
@@ -84,7 +84,7 @@ GPU_MARK = re.compile(r"^\s*(@|pytestmark\s*=\s*\[?\s*)?pytest\.mark\.gpu\b", re
 
 def marked_test_files(tests_dir: Path = REPO / "tests") -> list[str]:
     """Test files that use the gpu marker (a `@pytest.mark.gpu` decorator or a module's
-    `pytestmark`): what a CPU smoke run collects instead of the whole suite."""
+    `pytestmark`): what the check collects, rather than the whole suite."""
     return sorted(str(p) for p in tests_dir.glob("test_*.py")
                   if GPU_MARK.search(p.read_text(encoding="utf-8")))
 
@@ -225,7 +225,7 @@ def real_run(ctx: Context, fmnist_dir: Path, shrink: Sequence[str] = ()) -> dict
 
     cell = FMNIST_CELL
     labels = ", ".join(cell["where"].values())
-    what = f"real data: {cell['target']} cell ({labels}), {cell['scale']} scale, 3 rounds"
+    what = f"real data: {cell['target']} {cell['where']['dataset']} cell, 3 rounds"
     try:
         seed_fmnist_from(fmnist_dir, ctx.work / "datasets")
         rid, run = cell_run(cell["target"], cell["scale"], cell["where"])
@@ -252,7 +252,8 @@ def real_run(ctx: Context, fmnist_dir: Path, shrink: Sequence[str] = ()) -> dict
     mode = Mode.of_runtime(resolved["runtime"]).name
     accuracy = ", ".join(f"{row['test_acc']:.4f}" for row in rows)
     seconds = ", ".join(f"{s:.2f}" for s in per_round)
-    note = (f"run {rid}{' ' + ' '.join(shrink) if shrink else ''}; test accuracy per round "
+    note = (f"{cell['scale']} scale, cell {labels}, run {rid}"
+            f"{' with ' + ' '.join(shrink) if shrink else ''}; test accuracy per round "
             f"{accuracy} (best {final['best_acc']:.4f}); seconds per round (training and "
             f"evaluation) {seconds}, s/round is their median; execution "
             f"{json.dumps(prov['execution'], sort_keys=True)}")
