@@ -78,7 +78,7 @@ else
   # 20-40, 60-80, 40-50, 20-30), within the whole check's 240
   limits=(45 95 60 35)
   budget=240
-  round_args=(--device cuda --modes bf16+channels_last,bf16,tf32,default,fp32)
+  round_args=(--device cuda) # every mode (fedhet.bench_round.GPU_MODES)
 fi
 # one interpreter start for both checks: importing torch takes seconds
 "$python" - "$cpu" <<'EOF' || exit 2

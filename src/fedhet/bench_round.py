@@ -53,7 +53,7 @@ from fedhet.models import build_model
 CHANNELS_LAST = "+channels_last"
 # What a GPU measures unless told otherwise: the fastest candidate first, so that a run cut short
 # still has it.
-GPU_MODES = ("bf16+channels_last", "bf16", "tf32", "default", "fp32")
+GPU_MODES = ("bf16+channels_last", "bf16", "tf32", "fp32", "default")
 CPU_MODES = ("default",)
 
 
