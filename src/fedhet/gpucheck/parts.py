@@ -67,8 +67,8 @@ def tests(ctx: Context, targets: Sequence[str]) -> dict[str, Any]:
     summary line and the failing tests."""
     # addopts emptied: the repository's own -q on top of this one would hide the summary line
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-o", "addopts=", "-q",
-                           "-rfE", "-p", "no:cacheprovider", *targets], cwd=REPO, capture_output=True, text=True,
-                          env=environment())
+                           "-rfE", "-p", "no:cacheprovider", *targets],
+                          cwd=REPO, capture_output=True, text=True, env=environment())
     lines = proc.stdout.strip().splitlines()
     summary = next((line.strip("= ") for line in reversed(lines) if PYTEST_SUMMARY.search(line)),
                    _tail(proc.stdout + proc.stderr))
@@ -164,12 +164,15 @@ def _group(ctx: Context, spec: SharedRuns, what: str, together: bool,
                         f"{out.name} exit {code}: {_tail(log)}"), None
     # the first round of each run pays its warm-up; the others are its steady state
     steady = [statistics.median(s[1:] or s) for s in map(_round_seconds, outs)]
+    per_round = spec.images // spec.rounds
+    training_rate = (spec.runs if together else 1) * per_round / statistics.mean(steady)
     record = ctx.make(what, seconds=statistics.mean(steady), note=(
         f"wall {wall:.1f} s from the first start to the last exit (start-up included); per run "
         f"{spec.rounds} rounds x {spec.clients} clients x {spec.local_steps} steps x batch "
         f"{spec.batch_size}; img/s is all runs' training images over the wall time, s/round "
         f"the runs' mean training seconds per round after their first: "
-        f"{', '.join(f'{s:.2f}' for s in steady)}"))
+        f"{', '.join(f'{s:.2f}' for s in steady)}; while training, "
+        f"{training_rate:,.0f} images/s ({'all runs at once' if together else 'one run'})"))
     rate = spec.runs * spec.images / wall
     record.update(img_per_s=rate, tflops=rate * flops / 1e12)
     return record, wall
@@ -252,13 +255,14 @@ def real_run(ctx: Context, fmnist_dir: Path, shrink: Sequence[str] = ()) -> dict
     mode = Mode.of_runtime(resolved["runtime"]).name
     accuracy = ", ".join(f"{row['test_acc']:.4f}" for row in rows)
     seconds = ", ".join(f"{s:.2f}" for s in per_round)
-    note = (f"{cell['scale']} scale, cell {labels}, run {rid}"
-            f"{' with ' + ' '.join(shrink) if shrink else ''}; test accuracy per round "
+    sets = " ".join(["training.rounds=3", *shrink])
+    note = (f"{cell['scale']} scale, cell {labels}: run {rid} trained with {sets} as "
+            f"{final['run_id']}; test accuracy per round "
             f"{accuracy} (best {final['best_acc']:.4f}); seconds per round (training and "
             f"evaluation) {seconds}, s/round is their median; execution "
             f"{json.dumps(prov['execution'], sort_keys=True)}")
     if not real:
-        note = f"not the real data: the run trained on a stand-in for {prov['stands_in_for']}; {note}"
+        note = f"not the real data: a stand-in for {prov['stands_in_for']}; {note}"
     return ctx.record(what, mode, seconds=statistics.median(per_round),
                       ok=final["status"] == "completed" and final["rounds_trained"] == 3 and real,
                       note=note)
