@@ -118,13 +118,13 @@ def federation(run: dict) -> Federation:
 
 # Strict fp32 (TF32 would round every product to 10 bits) and deterministic kernels (cuDNN's
 # default ones add in a run-to-run order: that noise, through the ResNet's BatchNorm, once made
-# the two paths 1e-3 apart after one round on an H200, and 1e-7 the next time). The stacked step's grouped
-# convolutions add in another order than one client's convolutions, so a round's models differ
-# in the last bits of float32; after a round of 5 to 20 steps that is 1e-7 on a CPU. On the
-# GPU cuDNN picks other algorithms for grouped and plain convolutions: 1e-5 allows for that,
-# while a wrong batch or a client stepped once too often is 1e-3 or more. At 16 px: at 32 px
-# the ResNet's last BatchNorm layers normalise 4×4 maps of batches of 16, where float32 is
-# ill-conditioned (on a CPU the two paths then differ by 1e-4 after one round).
+# the two paths 1e-3 apart after one round on an H200, and 1e-7 the next time). The stacked
+# step's grouped convolutions add in another order than one client's convolutions, so a round's
+# models differ in the last bits of float32: 1e-7 on a CPU and on an H200 (measured). Other
+# GPUs' cuDNN may pick other algorithms for grouped and plain convolutions: 1e-5 allows for
+# that, while a wrong batch or a client stepped once too often is 1e-3 or more. At 16 px: at
+# 32 px the ResNet's last BatchNorm layers normalise 4×4 maps of batches of 16, where float32
+# is ill-conditioned (on a CPU the two paths then differ by 1e-4 after one round).
 STACKED_ATOL = 1e-5
 
 
