@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fedhet import bench_round
 from fedhet.config import resolve_run
 from fedhet.data import load_dataset
 from fedhet.engine.device import pick_device
@@ -136,8 +137,8 @@ def _spread(seconds: list[float], samples: int) -> str:
             f"(min {rates[0]:.1f}, max {rates[-1]:.1f}, {len(rates)} repeats)")
 
 
-def main(args: argparse.Namespace) -> int:
-    device = pick_device(args.device)
+def throughput(args: argparse.Namespace, device: torch.device) -> None:
+    """Samples/s of our engine against the PIL-transform reference (the module docstring)."""
     data = load_dataset(args.dataset, "resources/datasets", args.options)
     indices = _client_indices(len(data.y_train), args.clients, args.samples)
     run = resolve_run({
@@ -168,25 +169,14 @@ def main(args: argparse.Namespace) -> int:
     best = min(refs, key=lambda w: statistics.median(refs[w]))
     ratio = statistics.median(refs[best]) / statistics.median(ours)
     print(f"speed-up   {ratio:10.2f}x  (medians; against the reference with {best} workers)")
-    if args.round_time:
-        n = args.round_samples
-        paper = _client_indices(len(data.y_train), 5, n)
-        modes = [(f"client_workers {w}", {"client_workers": w}, False)
-                 for w in sorted({1, args.client_workers})]
-        modes.append(("stacked (vectorise_clients)", {"client_workers": 1}, True))
-        times = {}
-        for label, runtime, stacked in modes:
-            paper_run = resolve_run({
-                **run, "model": {"name": "resnet18", "width": 1.0},
-                "training": {**run["training"], "batch_size": 128, "clients_per_round": 5,
-                             "vectorise_clients": stacked},
-                "partition": {"num_clients": 5},
-                "runtime": {**run["runtime"], **runtime}})
-            times[label] = engine_round_seconds(paper_run, data, paper, device, rounds=1,
-                                                repeats=1)[0]
-            print(f"FedAvg round, ResNet-18, 5 clients × {n} images, batch 128, {label}: "
-                  f"{times[label]:.2f} s (paper setting: 5000 images a client; anchor about "
-                  "32 s on an RTX 2080 Ti)")
-        print(f"stacked vs one client at a time: "
-              f"{times['client_workers 1'] / times['stacked (vectorise_clients)']:.2f}x")
+
+
+def main(args: argparse.Namespace) -> int:
+    """`fedhet bench`: the throughput comparison, then with `--round-time` the paper round in
+    each precision mode (`fedhet.bench_round`); `--round-only` skips the comparison."""
+    device = pick_device(args.device)
+    if not args.round_only:
+        throughput(args, device)
+    if args.round_time or args.round_only:
+        return bench_round.main(args, device)
     return 0

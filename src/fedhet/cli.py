@@ -228,11 +228,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=2, help="rounds per timed window")
     p.add_argument("--repeats", type=int, default=3, help="timed windows; medians are printed")
     p.add_argument("--round-time", action="store_true",
-                   help="also time one FedAvg round of the paper setting (5 clients × 5000 "
-                   "images, ResNet-18): clients one at a time, with --client-workers, and stacked "
-                   "(training.vectorise_clients)")
+                   help="also time one FedAvg round of the paper setting (ResNet-18, 5 clients "
+                   "× 5000 random CIFAR-shaped images, batch 128) in each of --modes: our engine "
+                   "with clients one at a time (--client-workers at once), stacked "
+                   "(training.vectorise_clients), and the reference loop (fedhet.bench_round)")
+    p.add_argument("--round-only", action="store_true",
+                   help="only the paper round of --round-time, not the throughput comparison")
+    p.add_argument("--modes", help="comma-separated precision modes of --round-time: default, "
+                   "fp32, tf32, bf16, each optionally with +channels_last (default: all of them "
+                   "and bf16+channels_last on a GPU, default on a CPU)")
+    p.add_argument("--variants", default="engine,stacked,reference",
+                   help="what --round-time times, comma-separated (default: %(default)s)")
+    p.add_argument("--timed-rounds", type=int, default=1,
+                   help="rounds of --round-time timed after its warm-up; the median is reported")
     p.add_argument("--round-samples", type=int, default=5000,
                    help="images per client of --round-time (fewer: a quick look on a CPU)")
+    p.add_argument("--round-clients", type=int, default=5, help="clients of --round-time")
+    p.add_argument("--round-batch", type=int, default=128, help="batch size of --round-time")
+    p.add_argument("--round-model", default="resnet18", help="model of --round-time")
+    p.add_argument("--round-width", type=float, default=1.0, help="model width of --round-time")
+    p.add_argument("--records", metavar="FILE",
+                   help="append each --round-time measurement to this JSON results file "
+                   "(ci/gpu-check.sh's gpu-check.json); the exit status is then 0 once every "
+                   "measurement is recorded, failed ones included")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("methods", help="list every installed method with its kind, package "

@@ -2,10 +2,10 @@
 
 A run is one nested dict. `resolve_run` fills defaults and rejects unknown keys,
 `run_hash` hashes the parts that change the training maths (everything except the
-`runtime` section) together with the implementation version of every algorithm and
-plug-in used (for a method of another installed package, also that package's version and a
-hash of its source: `fedhet.catalog.identity_version`), and `run_id` prefixes that hash
-with a readable name.
+`runtime` section, but with its numeric modes, `fedhet.settings.RUNTIME_IDENTITY`) together
+with the implementation version of every algorithm and plug-in used (for a method of another
+installed package, also that package's version and a hash of its source:
+`fedhet.catalog.identity_version`), and `run_id` prefixes that hash with a readable name.
 
 This module must stay importable without torch: the Snakemake DAG uses it.
 """
@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from fedhet import catalog, names
 from fedhet.declare import ConfigError, Param, late_defaults, resolve_params
-from fedhet.settings import DEFAULTS, SETTINGS
+from fedhet.settings import DEFAULTS, RUNTIME_IDENTITY, SETTINGS
 
 __all__ = ["ConfigError", "SETTINGS", "DEFAULTS", "resolve_run", "run_hash", "run_id", "identity"]
 
@@ -73,11 +74,34 @@ def _declared(name: str, kind: str, where: str):
     return decl
 
 
+def _renamed_bf16(given: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`given` with the former `runtime.bf16` read as `runtime.precision` (true: bf16; false:
+    no autocast, the precision as given), so configurations written before keep working."""
+    runtime = given.get("runtime")
+    if not isinstance(runtime, Mapping) or "bf16" not in runtime:
+        return given
+    runtime = dict(runtime)
+    bf16, precision = runtime.pop("bf16"), runtime.get("precision")
+    if not isinstance(bf16, bool):
+        raise ConfigError(f"setting 'runtime.bf16' is {bf16!r}; allowed: true or false "
+                          "(it is replaced by runtime.precision: bf16)")
+    if precision is not None and (precision == "bf16") != bf16:
+        raise ConfigError(f"runtime.bf16 ({bf16}) and runtime.precision ({precision}) "
+                          "disagree; runtime.bf16 is replaced by runtime.precision: set only that")
+    if bf16:
+        runtime["precision"] = "bf16"
+        warnings.warn("runtime.bf16 is replaced by runtime.precision: bf16 (read as that)",
+                      FutureWarning, stacklevel=3)
+    return {**given, "runtime": runtime}
+
+
 def resolve_run(given: Mapping[str, Any]) -> dict[str, Any]:
     """Fill defaults into a run dict and validate names and values.
 
     Raises ConfigError naming the offending key.
     """
+    if isinstance(given, Mapping):
+        given = _renamed_bf16(given)
     run = _resolve(SETTINGS, given, "")
     for section, key, valid in _REGISTERED:
         if run[section][key] not in valid():
@@ -142,9 +166,12 @@ def _drop_late_params(params: dict[str, Any], name: str) -> None:
 def identity(run: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a resolved run that determines its results, plus code versions."""
     ident = {k: copy.deepcopy(v) for k, v in run.items() if k not in IDENTITY_EXCLUDED}
+    ident["runtime"] = {key: run["runtime"][key] for key in RUNTIME_IDENTITY}
     for section, key in PATH_KEYS:
         ident[section].pop(key, None)
     _drop_late(ident, SETTINGS)
+    if not ident["runtime"]:  # every numeric mode at today's default: ids as before
+        del ident["runtime"]
     _drop_late_params(ident["algorithm"]["params"], run["algorithm"]["name"])
     for plugin in ident["plugins"]:
         _drop_late_params(plugin["params"], plugin["name"])

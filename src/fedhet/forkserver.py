@@ -102,9 +102,19 @@ def _worker(request: dict, fds: list[int]) -> int:
     return int(code or 0)
 
 
+def _cuda_started() -> bool:
+    """Whether this process, or the server it was forked from, has initialised CUDA: a
+    forked worker could not use it (its first CUDA call fails), so none is forked then."""
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    return cuda is not None and (cuda.is_initialized() or cuda._is_in_bad_fork())
+
+
 def _decline_reason(request: dict, started: float, nfds: int) -> str | None:
     """Why the server must not run `request` (None when it can): another Python or another
-    copy of fedhet would run other code, and sources edited after the start stale code."""
+    copy of fedhet would run other code, sources edited after the start stale code, and a
+    worker forked after CUDA started could not use the GPU."""
+    if _cuda_started():
+        return "the server has initialised CUDA, which a forked worker cannot use"
     python = os.path.realpath(sys.executable)
     if request["python"] != python:
         return f"the job's Python is {request['python']}, the server's {python}"

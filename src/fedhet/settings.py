@@ -84,11 +84,24 @@ SETTINGS: dict[str, Any] = {
                        "(degrees; FedBR's rotated test sets); [] = the test set as it is",
                        items="number", since=1),
     },
-    # Not part of the identity: how and where it runs, what extra it saves.
+    # How and where it runs, what extra it saves: not part of the identity, except the numeric
+    # modes (RUNTIME_IDENTITY), which change the numbers.
     "runtime": {
         "device": S("auto", "auto | cpu | cuda | cuda:N", pattern=r"auto|cpu|cuda(:\d+)?|mps"),
-        "bf16": S(False, "bf16 autocast on GPU"),
-        "channels_last": S(False, "channels-last memory format"),
+        "precision": S("default", "arithmetic of training and evaluation: default = torch's "
+                       "own (on a GPU, convolutions in TF32 through cuDNN, matrix products in "
+                       "fp32), fp32 = strict fp32 everywhere, tf32 = TF32 convolutions and "
+                       "matrix products, bf16 = bf16 autocast (the default's TF32 flags "
+                       "beside it). On a CPU default, fp32 and tf32 compute the same; the run "
+                       "id still depends on it (ids are made without knowing the device)",
+                       choices=("default", "fp32", "tf32", "bf16"), since=1),
+        "channels_last": S(False, "channels-last memory format of the model and its inputs, "
+                           "on every device (a GPU's tensor cores run it faster)", since=1),
+        "deterministic": S(False, "deterministic kernels only (torch.use_deterministic_"
+                           "algorithms, cuDNN deterministic and not benchmarking, a fixed "
+                           "cuBLAS workspace): on a GPU a stopped run resumes bit for bit and "
+                           "two runs agree; an op with no deterministic kernel stops the run. "
+                           "CPU runs are deterministic either way", since=1),
         "checkpoint_every": S(10, "rounds between checkpoints", **_POSITIVE),
         "snapshot_rounds": S([], "rounds whose global model is saved", items="int", at_least=1),
         "save_client_models": S([], "rounds whose client models are saved", items="int",
@@ -102,6 +115,10 @@ SETTINGS: dict[str, Any] = {
     },
 }
 del S
+
+# Runtime settings that change the numbers: part of the run identity, hashed (by `since`) only
+# when not at their default, whatever the device (run ids are made without knowing it).
+RUNTIME_IDENTITY = ("precision", "channels_last", "deterministic")
 
 
 def _defaults_of(node: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from fedhet.config import ConfigError, resolve_run, run_hash, run_id
 from fedhet.data import load_dataset
 from fedhet.engine.device import pick_device
 from fedhet.engine.federation import Federation, RoundResult
+from fedhet.engine.modes import default_modes, prepare_environment
 from fedhet.partition import load_or_make_partition
 
 CHECKPOINT = "checkpoint.pt"
@@ -45,8 +46,9 @@ def git_commit() -> str | None:
 
 
 def provenance(run: dict[str, Any], device: torch.device, data: Any,
-               execution: str = "clients train one at a time") -> dict[str, Any]:
-    """What ran where: recorded next to the results, not part of the run's identity."""
+               execution: dict[str, Any]) -> dict[str, Any]:
+    """What ran where: recorded next to the results, not part of the run's identity.
+    `execution`: how the clients trained and the numeric modes in effect on the device."""
     return {
         "run_id": run_id(run),
         "run_hash": run_hash(run),
@@ -159,6 +161,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
     rt = run["runtime"]
     if rt["threads"]:
         torch.set_num_threads(int(rt["threads"]))
+    prepare_environment(run)  # before anything starts CUDA
     device = pick_device(rt["device"])
     out = Path(out)
     ckpt_path = Path(ckpt_dir) / CHECKPOINT if ckpt_dir else None
@@ -169,6 +172,8 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
     fed = Federation(run, data, indices, device, angles)
     if rt["client_workers"] > 1 or run["training"]["vectorise_clients"]:
         log(f"{run_id(run)}: {fed.execution}")
+    if not default_modes(run):
+        log(f"{run_id(run)}: {fed.modes.summary()}")
     rid, rhash = run_id(run), run_hash(run)
 
     start_round, history, norms, seconds = 1, [], [], 0.0
@@ -187,8 +192,9 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
         cost = ckpt.get("cost", cost)
         log(f"resuming {rid} from round {ckpt['round']} ({ckpt_path})")
 
+    execution = {"clients": fed.execution, **fed.modes.effective}
     atomic.write_yaml(out / "resolved.yaml",
-                      {**run, "provenance": provenance(run, device, data, fed.execution)})
+                      {**run, "provenance": provenance(run, device, data, execution)})
     t = run["training"]
     rounds = t["rounds"]
     status, diverged_round, last_round = "completed", None, start_round - 1

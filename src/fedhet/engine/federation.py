@@ -45,6 +45,7 @@ from fedhet.engine.evaluation import (
 from fedhet.engine.flat import FlatModel
 from fedhet.engine.lanes import Lane, LanePool, client_workers
 from fedhet.engine.memory import keep_freed_memory
+from fedhet.engine.modes import apply_modes
 from fedhet.engine.seeding import derive_seed, generator, seed_global
 from fedhet.engine.server import ClientData, ServerView
 from fedhet.engine.sgd import sgd_step
@@ -104,11 +105,9 @@ class Federation:
         t = run["training"]
         self.training = t
         self.num_clients = len(client_indices)
-        rt = run["runtime"]
-        self.autocast = (
-            torch.autocast(device.type, dtype=torch.bfloat16) if rt["bf16"] else nullcontext()
-        )
-        self.channels_last = bool(rt["channels_last"]) and device.type == "cuda"
+        self.modes = apply_modes(run, device)  # precision, memory format, deterministic kernels
+        self.autocast = self.modes.autocast
+        self.channels_last = self.modes.channels_last
 
         self.num_classes = data.num_classes
         self.model_classes = model_classes(run, self.num_classes)

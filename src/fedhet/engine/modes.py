@@ -1,0 +1,138 @@
+"""A run's numeric modes: precision, memory format and deterministic kernels.
+
+They live in torch's process-wide flags, so `apply_modes` sets every one of them for each run
+(a run never inherits another's from the same process, e.g. a test session or a notebook), and
+says which took effect on the device, for `provenance.execution` in resolved.yaml. The modes are
+part of the run identity when not at their default (`fedhet.settings.RUNTIME_IDENTITY`).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fedhet.declare import ConfigError
+from fedhet.settings import DEFAULTS, RUNTIME_IDENTITY
+
+# cuBLAS picks its reduction order by workspace; a fixed configuration, set before CUDA starts,
+# makes matrix products deterministic (what torch.use_deterministic_algorithms asks for).
+CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
+CUBLAS_DETERMINISTIC = (":4096:8", ":16:8")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """One `runtime.precision`: the autocast type (None: none) and whether convolutions
+    (cuDNN) and matrix products (cuBLAS) may run in TF32 on a GPU that has it."""
+
+    autocast: torch.dtype | None
+    tf32_convolutions: bool
+    tf32_matmuls: bool
+
+
+# "default" is what torch does when nobody sets anything; bf16 keeps its flags beside autocast.
+PRECISIONS: dict[str, Precision] = {
+    "default": Precision(None, True, False),
+    "fp32": Precision(None, False, False),
+    "tf32": Precision(None, True, True),
+    "bf16": Precision(torch.bfloat16, True, False),
+}
+
+
+@dataclass
+class Modes:
+    """What a federation computes with: the autocast context of its forward passes, whether
+    models and inputs are channels-last, and the effective modes in words (`provenance`)."""
+
+    autocast: AbstractContextManager
+    channels_last: bool
+    effective: dict[str, Any]
+
+    def summary(self) -> str:
+        """One line for the log, e.g. `precision bf16 (autocast bfloat16), channels-last`."""
+        e = self.effective
+        parts = [f"precision {e['precision']} (autocast {e['autocast']}, TF32 convolutions "
+                 f"{_yes(e['tf32_convolutions'])}, TF32 matrix products {_yes(e['tf32_matmuls'])})"]
+        if e["channels_last"]:
+            parts.append("channels-last")
+        if e["deterministic"]:
+            parts.append("deterministic kernels")
+        return ", ".join(parts)
+
+
+def _yes(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def default_modes(run: dict[str, Any]) -> bool:
+    """Whether every numeric mode of `run` is at its default (what ran before they existed)."""
+    return all(run["runtime"][key] == DEFAULTS["runtime"][key] for key in RUNTIME_IDENTITY)
+
+
+def prepare_environment(run: dict[str, Any]) -> None:
+    """What must be in place before CUDA starts: the deterministic mode's cuBLAS workspace
+    (a value the user set is kept, and checked by torch)."""
+    if run["runtime"]["deterministic"]:
+        os.environ.setdefault(CUBLAS_WORKSPACE, CUBLAS_DETERMINISTIC[0])
+
+
+def set_tf32(convolutions: bool, matmuls: bool) -> None:
+    """TF32 for cuDNN convolutions and cuBLAS matrix products (torch's newer per-backend
+    setting where it has one: the older flags warn there)."""
+    if hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cuda.matmul,
+                                                          "fp32_precision"):
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if convolutions else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if matmuls else "ieee"
+    else:
+        torch.backends.cudnn.allow_tf32 = convolutions
+        torch.backends.cuda.matmul.allow_tf32 = matmuls
+
+
+def set_deterministic(on: bool) -> None:
+    """Deterministic kernels (an op without one raises) and cuDNN's fixed algorithms, or
+    torch's defaults. cuDNN never benchmarks: torch's default, and what the numbers assume."""
+    torch.use_deterministic_algorithms(on)
+    torch.backends.cudnn.deterministic = on
+    torch.backends.cudnn.benchmark = False
+
+
+def _has_tf32(device: torch.device) -> bool:
+    """Whether the device has TF32 units (NVIDIA compute capability 8.0 and later)."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def apply_modes(run: dict[str, Any], device: torch.device) -> Modes:
+    """Set torch's flags for the run's `runtime.precision`, `channels_last` and
+    `deterministic` on `device`; the autocast context and the effective modes."""
+    rt = run["runtime"]
+    precision = PRECISIONS[rt["precision"]]
+    deterministic = bool(rt["deterministic"])
+    if precision.autocast is torch.bfloat16 and device.type == "cuda" \
+            and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"runtime.precision is bf16 but {torch.cuda.get_device_name(device)} "
+                          "has no bf16 arithmetic; use tf32 or fp32")
+    if deterministic:
+        prepare_environment(run)
+        if device.type == "cuda" and os.environ[CUBLAS_WORKSPACE] not in CUBLAS_DETERMINISTIC:
+            raise ConfigError(
+                f"runtime.deterministic needs {CUBLAS_WORKSPACE} to be one of "
+                f"{', '.join(CUBLAS_DETERMINISTIC)}; it is {os.environ[CUBLAS_WORKSPACE]!r}")
+    set_tf32(precision.tf32_convolutions, precision.tf32_matmuls)
+    set_deterministic(deterministic)
+    autocast: AbstractContextManager = nullcontext()
+    if precision.autocast is not None:
+        autocast = torch.autocast(device.type, dtype=precision.autocast)
+    tf32 = _has_tf32(device)
+    effective = {
+        "precision": rt["precision"],
+        "autocast": "none" if precision.autocast is None else str(precision.autocast)[6:],
+        "tf32_convolutions": tf32 and precision.tf32_convolutions,
+        "tf32_matmuls": tf32 and precision.tf32_matmuls,
+        "channels_last": bool(rt["channels_last"]),
+        "deterministic": deterministic,
+    }
+    return Modes(autocast, bool(rt["channels_last"]), effective)

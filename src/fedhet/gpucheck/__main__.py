@@ -1,0 +1,94 @@
+"""`python -m fedhet.gpucheck`: one part of the GPU check, a part's failure, or the summary.
+
+python -m fedhet.gpucheck tests|shared-runs|real-run --out FILE --work DIR [--cpu] [--fmnist DIR]
+python -m fedhet.gpucheck failed --out FILE --what PART --note WHY [--cpu]
+python -m fedhet.gpucheck summary FILE    (exit 1 when a measurement failed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fedhet.gpucheck.records import read_records, summary
+
+# What --cpu shrinks the parts to: seconds on a CPU, the same code paths.
+CPU_SHARED = {"runs": 2, "rounds": 2, "clients": 2, "local_steps": 1, "width": 0.0625}
+CPU_REAL_RUN = ("training.local_steps=2", "training.clients_per_round=2", "model.width=0.0625")
+
+
+def _context(args: argparse.Namespace):
+    import torch
+
+    from fedhet.gpucheck.parts import Context
+
+    if not args.cpu and not torch.cuda.is_available():
+        raise SystemExit("fedhet.gpucheck: no CUDA device is visible; pass --cpu for the CPU "
+                         "smoke run")
+    args.work.mkdir(parents=True, exist_ok=True)
+    return Context(args.out, torch.device("cpu" if args.cpu else "cuda"), args.work)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fedhet.gpucheck",
+                                     description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("tests", "shared-runs", "real-run", "failed"):
+        p = sub.add_parser(name)
+        p.add_argument("--out", type=Path, required=True, help="the results file")
+        p.add_argument("--work", type=Path, default=Path("gpu-check-work"),
+                       help="scratch directory (datasets, runs, logs)")
+        p.add_argument("--cpu", action="store_true", help="shrunk to seconds, on the CPU")
+        if name == "real-run":
+            p.add_argument("--fmnist", type=Path, required=True,
+                           help="directory with Fashion-MNIST's four IDX files (.gz or not)")
+        if name == "failed":
+            p.add_argument("--what", required=True, help="the part that did not finish")
+            p.add_argument("--note", required=True, help="why")
+    p = sub.add_parser("summary")
+    p.add_argument("file", type=Path)
+    args = parser.parse_args(argv)
+
+    if args.command == "summary":
+        records = read_records(args.file)
+        print(summary(records))
+        return 0 if records and all(r["ok"] for r in records) else 1
+    if args.command == "failed":
+        return _failed(args)
+
+    from fedhet.gpucheck import parts
+
+    ctx = _context(args)
+    if args.command == "tests":
+        # only the files with the marker: collecting the whole suite would import what other
+        # tests need (Snakemake, its plug-ins), which a bare GPU machine may not have
+        marked = parts.marked_test_files()
+        if marked:
+            parts.tests(ctx, marked)
+        else:
+            ctx.record("pytest -m gpu", ok=False, note="no test file uses the gpu marker")
+    elif args.command == "shared-runs":
+        parts.shared_runs(ctx, parts.SharedRuns(**CPU_SHARED) if args.cpu else parts.SharedRuns())
+    else:
+        parts.real_run(ctx, args.fmnist, CPU_REAL_RUN if args.cpu else ())
+    return 0
+
+
+def _failed(args: argparse.Namespace) -> int:
+    """Record a part that did not finish; the device's name if torch can still give it."""
+    import torch
+
+    from fedhet.gpucheck.records import append_record, device_name, make_record
+
+    try:
+        where = device_name("cpu" if args.cpu else "cuda")
+    except Exception as err:  # the failure being recorded may be the device's own
+        where = f"cuda (unavailable: {type(err).__name__}: {err})"
+    append_record(args.out, make_record(args.what, "-", where, str(torch.__version__),
+                                        ok=False, note=args.note))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""On a CUDA GPU (`pytest -m gpu`; skipped without one): the deterministic mode resumes bit for
+bit in a fresh process, stacked clients equal one client at a time to a stated tolerance, bf16
+and channels-last runs train and say so in resolved.yaml, `runtime.device: auto` picks the GPU,
+and the fork server's workers get a CUDA of their own (it never forks one once CUDA started).
+
+Runs are tiny (the digits stand-in in colour, 32 px, a BatchNorm ResNet and a plain CNN): the
+point is the GPU's kernels (cuDNN convolutions and BatchNorm, cuBLAS, the augmentation, vmap's
+grouped convolutions), not its speed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from fedhet.config import resolve_run
+from fedhet.data import load_dataset
+from fedhet.engine.device import pick_device
+from fedhet.engine.federation import Federation
+from fedhet.engine.modes import set_deterministic
+from fedhet.train import client_partition, train
+from run_outputs import run_outputs, without_step_time
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+DATA = {"name": "digits10", "options": {"channels": 3, "size": 32, "train_per_class": 40,
+                                        "test_per_class": 20}}
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("datasets"))
+
+
+@pytest.fixture(autouse=True)
+def default_flags_after():
+    yield
+    set_deterministic(False)
+
+
+def gpu_run(data_root, tmp_path, model: str = "resnet10", runtime: dict | None = None,
+            **training) -> dict:
+    """Four Dirichlet(0.5) clients of unequal sizes, two a round, on the GPU."""
+    return {
+        "seed": 7,
+        "dataset": {**DATA, "root": data_root},
+        "partition": {"scheme": "dirichlet", "num_clients": 4, "alpha": 0.5, "min_size": 8,
+                      "root": str(tmp_path / "partitions")},
+        "model": {"name": model, "width": 0.25},
+        "training": {"rounds": 3, "clients_per_round": 2, "batch_size": 16, "lr": 0.05,
+                     "momentum": 0.9, "weight_decay": 1e-4, **training},
+        "runtime": {"device": "cuda", "checkpoint_every": 1, **(runtime or {})},
+    }
+
+
+def fedhet(args: list[str], **kw) -> subprocess.CompletedProcess:
+    """`fedhet ARGS` in a process of its own (a fresh CUDA context, as after a kill)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    env.pop("FEDHET_FORKSERVER", None)
+    return subprocess.run([sys.executable, "-m", "fedhet.cli", *args], env=env,
+                          capture_output=True, text=True, **kw)
+
+
+def execution(out: Path) -> dict:
+    return yaml.safe_load((out / "resolved.yaml").read_text())["provenance"]["execution"]
+
+
+# ----------------------------------------------------------------------------- resume
+
+
+def test_the_deterministic_mode_resumes_bit_for_bit_after_a_kill(data_root, tmp_path):
+    """Uninterrupted, and stopped after round 1 (checkpointed, exiting as a killed job would)
+    then resumed by a new process: the same metrics and model, bit for bit."""
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(gpu_run(data_root, tmp_path,
+                                             runtime={"deterministic": True})))
+
+    def train_in_a_process(out: str, *more: str) -> None:
+        done = fedhet(["train", "--config", str(config), "--out", str(tmp_path / out), *more])
+        assert done.returncode == 0, done.stderr
+
+    train_in_a_process("whole")
+    train_in_a_process("resumed", "--ckpt-dir", str(tmp_path / "ckpt"), "--stop-after", "1")
+    assert (tmp_path / "ckpt" / "checkpoint.pt").exists()
+    train_in_a_process("resumed", "--ckpt-dir", str(tmp_path / "ckpt"))
+    metrics_w, model_w = run_outputs(tmp_path / "whole")
+    metrics_r, model_r = run_outputs(tmp_path / "resumed")
+    assert len(metrics_w) == 3 and metrics_r == metrics_w
+    assert model_r.keys() == model_w.keys()
+    assert all(torch.equal(model_r[k], model_w[k]) for k in model_w)
+    assert execution(tmp_path / "resumed")["deterministic"] is True
+    assert yaml.safe_load((tmp_path / "whole" / "resolved.yaml").read_text()
+                          )["provenance"]["device"].startswith("cuda")
+
+
+# ----------------------------------------------------------------------------- stacked clients
+
+
+def federation(run: dict) -> Federation:
+    run = resolve_run(run)
+    data = load_dataset(run["dataset"]["name"], run["dataset"]["root"], run["dataset"]["options"])
+    indices, angles = client_partition(run, data)
+    return Federation(run, data, indices, pick_device(run["runtime"]["device"]), angles)
+
+
+# Strict fp32 (TF32 would round every product to 10 bits) and deterministic kernels (cuDNN's
+# default ones add in a run-to-run order: that noise, through the ResNet's BatchNorm, once made
+# the two paths 1e-3 apart after one round on an H200, and 1e-7 the next time). The stacked
+# step's grouped convolutions add in another order than one client's convolutions, so a round's
+# models differ in the last bits of float32: 1e-7 on a CPU and on an H200 (measured). Other
+# GPUs' cuDNN may pick other algorithms for grouped and plain convolutions: 1e-5 allows for
+# that, while a wrong batch or a client stepped once too often is 1e-3 or more. At 16 px: at
+# 32 px the ResNet's last BatchNorm layers normalise 4×4 maps of batches of 16, where float32
+# is ill-conditioned (on a CPU the two paths then differ by 1e-4 after one round).
+STACKED_ATOL = 1e-5
+
+
+@pytest.mark.parametrize(("algorithm", "model"), [("fedavg", "cnn4"), ("scaffold", "cnn4"),
+                                                  ("fedavg", "resnet10")])
+def test_stacked_clients_equal_one_at_a_time_on_the_gpu(data_root, tmp_path, algorithm, model):
+    settings = {"keep_client_optimizer_state": True, "lr": 0.01, "momentum": 0.5}
+    runtime = {"precision": "fp32", "deterministic": True}
+    base = gpu_run(data_root, tmp_path, model, runtime, **settings)
+    base["algorithm"] = {"name": algorithm}
+    base["dataset"]["options"]["size"] = 16
+    seq = federation(base)
+    stacked = copy.deepcopy(base)
+    stacked["training"]["vectorise_clients"] = True
+    vec = federation(stacked)
+    assert vec.stacked is not None and seq.stacked is None
+    # the BatchNorm ResNet's first round only, as on a CPU (test_vectorised_clients.py): later,
+    # nearly constant channels make float32 ill-conditioned (a CPU's round 2 here: 1.6e-3)
+    for round_ in (1,) if model == "resnet10" else (1, 2):
+        vec.load_state_dict(copy.deepcopy(seq.state_dict()))
+        seq.run_round(round_)
+        vec.run_round(round_)
+        gap = (vec.global_.params - seq.global_.params).abs().max().item()
+        print(f"{algorithm} {model} round {round_}: stacked vs one at a time, max |Δ| {gap:.3g}")
+        torch.testing.assert_close(vec.global_.params, seq.global_.params, rtol=0,
+                                   atol=STACKED_ATOL)
+        torch.testing.assert_close(vec.global_.buffers, seq.global_.buffers, rtol=0,
+                                   atol=STACKED_ATOL)
+    assert not torch.equal(vec.global_.params, seq.global_.params)  # really other kernels
+
+
+# ----------------------------------------------------------------------------- speed modes
+
+
+def test_runtime_device_auto_picks_the_gpu(data_root, tmp_path):
+    assert pick_device("auto") == torch.device("cuda")
+    train(gpu_run(data_root, tmp_path, "cnn4", {"device": "auto"}, rounds=1), tmp_path / "out",
+          log=lambda m: None)
+    provenance = yaml.safe_load((tmp_path / "out" / "resolved.yaml").read_text())["provenance"]
+    assert provenance["device"] == "cuda"
+    assert provenance["device_name"] == torch.cuda.get_device_name()
+
+
+@pytest.mark.parametrize(("runtime", "expected"), [
+    ({"precision": "bf16"}, {"autocast": "bfloat16", "channels_last": False}),
+    ({"channels_last": True}, {"autocast": "none", "channels_last": True}),
+    ({"precision": "bf16", "channels_last": True}, {"autocast": "bfloat16",
+                                                    "channels_last": True}),
+])
+def test_bf16_and_channels_last_runs_train_and_say_so(data_root, tmp_path, runtime, expected):
+    """Trained in the mode: the loss falls, the first round's is close to strict fp32's (and
+    not equal to it in bf16), and resolved.yaml records the modes in effect."""
+    runs = {}
+    for name, modes in (("fp32", {"precision": "fp32"}), ("mode", runtime)):
+        out = tmp_path / name
+        final = train(gpu_run(data_root, tmp_path, runtime=modes, rounds=4), out,
+                      log=lambda m: None)
+        assert final["status"] == "completed"
+        runs[name] = run_outputs(out)[0]
+    done = execution(tmp_path / "mode")
+    assert {k: done[k] for k in expected} == expected
+    tensor_cores = torch.cuda.get_device_capability()[0] >= 8
+    assert done["tf32_convolutions"] is tensor_cores  # the default's and bf16's flags
+    assert done["tf32_matmuls"] is False
+    assert execution(tmp_path / "fp32")["tf32_convolutions"] is False
+    loss = [row["train_loss"] for row in runs["mode"]]
+    assert loss[-1] < loss[0], loss
+    reference = [row["train_loss"] for row in runs["fp32"]]
+    # the first round is where both start from the same model: bf16 keeps 8 bits of mantissa,
+    # and its round's mean loss was 2.6 % off fp32's on an H200 (channels-last, in the default's
+    # TF32 convolutions, 0.6 to 0.9 %)
+    print(f"{runtime}: first round's train loss {loss[0]:.5f}, strict fp32 {reference[0]:.5f}")
+    assert loss[0] == pytest.approx(reference[0], rel=0.05)
+    if expected["autocast"] == "bfloat16":
+        assert loss != reference
+
+
+# ----------------------------------------------------------------------------- fork server
+
+
+def test_a_process_that_started_cuda_forks_no_worker():
+    """The server declines a job once CUDA is initialised in it, or in the server its handler
+    was forked from (torch marks that child a bad fork), instead of forking a worker."""
+    script = textwrap.dedent("""
+        import os, sys, torch
+        from fedhet.forkserver import _decline_reason
+        from fedhet.forkclient import PACKAGE
+        request = {"python": os.path.realpath(sys.executable), "package": str(PACKAGE),
+                   "fingerprint": 0.0}
+        print("before:", _decline_reason(request, 1.0, 2), flush=True)
+        torch.zeros(1, device="cuda")
+        print("server:", _decline_reason(request, 1.0, 2), flush=True)
+        pid = os.fork()
+        if pid == 0:
+            print("handler:", _decline_reason(request, 1.0, 2), flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    assert lines["before"] == "None"
+    assert "initialised CUDA" in lines["server"] and "initialised CUDA" in lines["handler"]
+
+
+def test_a_cuda_job_through_the_fork_server_trains_on_the_gpu(data_root, tmp_path):
+    """The server imports torch without starting CUDA, so its worker starts its own: a CUDA
+    run through the server gives the numbers of the run in a process of its own."""
+    import fedhet.forkclient as forkclient
+
+    path = tmp_path / "fs.sock"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "fedhet.forkserver", "--socket", str(path)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not path.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "no server"
+            time.sleep(0.1)
+        config = tmp_path / "run.yaml"
+        config.write_text(yaml.safe_dump(gpu_run(data_root, tmp_path, "cnn4",
+                                                 {"deterministic": True}, rounds=2)))
+        args = ["train", "--config", str(config)]
+        served = subprocess.run([sys.executable, "-m", "fedhet.cli", *args, "--out",
+                                 str(tmp_path / "served")], capture_output=True, text=True,
+                                env={**env, forkclient.ENV: str(path)})
+        alone = fedhet([*args, "--out", str(tmp_path / "alone")])
+    finally:
+        proc.terminate()
+        server_log, _ = proc.communicate(timeout=60)
+    assert served.returncode == 0 and alone.returncode == 0, served.stderr + alone.stderr
+    assert "declined" not in server_log, server_log
+    assert "running in this process" not in served.stderr
+    assert yaml.safe_load((tmp_path / "served" / "resolved.yaml").read_text()
+                          )["provenance"]["device"] == "cuda"
+    final = {d: without_step_time(json.loads((tmp_path / d / "final.json").read_text()))
+             for d in ("served", "alone")}
+    assert final["served"] == final["alone"]
+    assert run_outputs(tmp_path / "served")[0] == run_outputs(tmp_path / "alone")[0]

@@ -1,0 +1,162 @@
+"""The GPU check's pieces that run anywhere: its results file and summary, the paper round's
+modes, reference loop and records (tiny, on the CPU), the CUDA-test part's report, and the
+look-up of the real-data run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from fedhet import bench_round
+from fedhet.bench_round import (
+    Mode,
+    RoundSize,
+    average_state_dicts,
+    bench_modes,
+    client_indices,
+)
+from fedhet.gpucheck import parts
+from fedhet.gpucheck.records import (
+    FIELDS,
+    append_record,
+    make_record,
+    read_records,
+    summary,
+)
+
+
+def _record(what="paper round: engine", ok=True, **figures):
+    return make_record(what, "bf16", "NVIDIA H100", "2.11.0", ok=ok, **figures)
+
+
+def test_a_record_turns_seconds_into_rates():
+    r = _record(seconds=2.0, images=25_000, flops_per_image=3.33e9, peak_mem_bytes=3 * 2**30)
+    assert list(r) == list(FIELDS)
+    assert r["img_per_s"] == 12_500
+    assert r["tflops"] == pytest.approx(12_500 * 3.33e9 / 1e12)
+    assert r["peak_mem_gib"] == 3.0
+    bare = _record(ok=False, note="boom")
+    assert [bare[f] for f in ("s_per_round", "img_per_s", "tflops", "peak_mem_gib")] == [None] * 4
+
+
+def test_records_are_appended_one_by_one_and_summarised(tmp_path):
+    path = tmp_path / "gpu-check.json"
+    assert read_records(path) == []
+    first = _record(seconds=1.5, images=3000, flops_per_image=1e9, note="stacked")
+    append_record(path, first)
+    assert json.loads(path.read_text()) == [first]  # complete after each record
+    append_record(path, _record("pytest -m gpu", ok=False, note="1 failed, 3 passed"))
+    records = read_records(path)
+    assert [r["what"] for r in records] == ["paper round: engine", "pytest -m gpu"]
+    assert not list(tmp_path.glob(".*.tmp"))  # written through a renamed temporary file
+    table = summary(records)
+    assert "device NVIDIA H100 | torch 2.11.0" in table
+    assert "2,000" in table and "1.500" in table  # images/s, s/round
+    assert "NO" in table and "1 failed, 3 passed" in table
+    assert table.splitlines()[-1] == "2 measurements, 1 failed"
+
+
+def test_bad_records_and_files_are_refused_without_touching_the_file(tmp_path):
+    path = tmp_path / "gpu-check.json"
+    append_record(path, _record())
+    before = path.read_text()
+    with pytest.raises(ValueError, match="missing fields \\['note'\\]"):
+        append_record(path, {k: v for k, v in _record().items() if k != "note"})
+    with pytest.raises(ValueError, match="s_per_round must be a finite number"):
+        append_record(path, {**_record(), "s_per_round": math.nan})
+    with pytest.raises(ValueError, match="ok must be true or false"):
+        append_record(path, {**_record(), "ok": "yes"})
+    assert path.read_text() == before
+    other = tmp_path / "other.json"
+    other.write_text('{"records": []}')
+    with pytest.raises(ValueError, match="not a GPU-check results file"):
+        append_record(other, _record())
+
+
+def test_modes_parse_and_map_to_run_settings():
+    mode = Mode.parse("bf16+channels_last")
+    assert (mode.precision, mode.channels_last, mode.name) == ("bf16", True, "bf16+channels_last")
+    assert Mode.of_runtime(mode.runtime()) == mode
+    assert Mode.parse("fp32").name == "fp32"
+    for bad in ("fp16", "bf16+channels_last+channels_last", "channels_last"):
+        with pytest.raises(ValueError, match="unknown mode"):
+            Mode.parse(bad)
+
+
+def test_the_warm_up_sees_every_batch_shape_of_the_round():
+    size = RoundSize(images=5000, batch_size=128)
+    assert size.warmup_images == 2 * 128 + 8  # 5000 = 39 x 128 + 8
+    assert RoundSize(images=100, batch_size=128).warmup_images == 100
+    idx = client_indices(size, 264)
+    assert [int(i[0]) for i in idx] == [0, 5000, 10000, 15000, 20000]
+    assert all(len(i) == 264 for i in idx)
+
+
+def test_the_reference_averages_state_dicts_entry_by_entry():
+    a = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)}
+    b = {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor(4)}
+    avg = average_state_dicts([a, b])
+    assert torch.equal(avg["w"], torch.tensor([2.0, 4.0]))
+    assert avg["n"].dtype == torch.int64 and int(avg["n"]) == 3  # 3.5, cast back
+
+
+def test_the_round_bench_records_every_variant(tmp_path, monkeypatch, one_thread):
+    """A tiny round on the CPU: each variant trains 2 clients x 4 images and is recorded, the
+    reference with the others' speed relative to it; a failing variant is recorded as such."""
+    size = RoundSize(clients=2, images=4, batch_size=4, model="cnn4", width=0.25)
+    path = tmp_path / "gpu-check.json"
+    records = bench_modes(size, [Mode("default")], ["engine", "stacked", "reference"],
+                          torch.device("cpu"), records=str(path), echo=lambda _: None)
+    assert read_records(path) == records
+    assert [r["what"] for r in records] == ["paper round: engine, clients one at a time",
+                                            "paper round: engine, stacked clients",
+                                            "paper round: reference loop"]
+    for r in records:
+        assert r["ok"] and r["mode"] == "default" and r["peak_mem_gib"] is None
+        assert r["img_per_s"] == pytest.approx(8 / r["s_per_round"])
+    assert "stacked" in records[1]["note"]
+    assert "engine" in records[2]["note"] and "x its speed" in records[2]["note"]
+    with pytest.raises(ValueError, match="unknown variant"):
+        bench_modes(size, [Mode("default")], ["compiled"], torch.device("cpu"))
+
+
+    def out_of_memory(*args):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(bench_round, "reference_builder", out_of_memory)
+    failed = bench_modes(size, [Mode("default"), Mode("bf16")], ["reference"],
+                         torch.device("cpu"), echo=lambda _: None)
+    assert [(r["mode"], r["ok"], r["note"]) for r in failed] == [
+        ("default", False, "RuntimeError: CUDA out of memory"),
+        ("bf16", False, "RuntimeError: CUDA out of memory")]  # the next mode still ran
+
+
+def test_the_tests_part_reports_pytest_s_summary_and_failures(tmp_path):
+    test_file = tmp_path / "test_fake_gpu.py"
+    test_file.write_text(
+        "import pytest\n"
+        "@pytest.mark.gpu\ndef test_passes(): pass\n"
+        "@pytest.mark.gpu\ndef test_fails(): assert False\n"
+        "def test_not_marked(): pass\n")
+    ctx = parts.Context(tmp_path / "out.json", torch.device("cpu"), tmp_path)
+    record = parts.tests(ctx, [str(test_file)])
+    assert not record["ok"]
+    assert "1 failed, 1 passed, 1 deselected" in record["note"]
+    assert "test_fake_gpu.py::test_fails" in record["note"]
+    assert parts.marked_test_files(tmp_path) == [str(test_file)]
+    assert read_records(tmp_path / "out.json") == [record]
+
+
+def test_the_real_data_run_is_the_small_scale_fmnist_cell():
+    cell = parts.FMNIST_CELL
+    rid, run = parts.cell_run(cell["target"], cell["scale"], cell["where"])
+    assert run["dataset"]["name"] == "fmnist"
+    assert (run["algorithm"]["name"], run["partition"]["alpha"]) == ("fedavg", 0.1)
+    from fedhet.config import run_id
+
+    assert run_id(run) == rid
+    with pytest.raises(ValueError, match="0 runs match"):
+        parts.cell_run(cell["target"], cell["scale"], {**cell["where"], "setting": "a9"})
