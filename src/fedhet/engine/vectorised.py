@@ -54,6 +54,10 @@ def vectorise_decision(run: dict[str, Any], model: torch.nn.Module) -> tuple[boo
         why = "the model's dropout draws from torch's global generator"
     elif run["training"]["max_grad_norm"]:
         why = "gradient clipping is not vectorised"
+    elif run["runtime"]["precision"] == "bf16":
+        # torch.func's batching of BatchNorm and of autocast's backward mixes bf16 and float32
+        # tensors and fails (measured with torch 2.11 on CPU and CUDA)
+        why = "bf16 autocast is not vectorised"
     if why:
         return False, f"clients train one at a time (vectorise_clients asked, but {why})"
     return True, "clients train stacked (vectorise_clients: torch.func.vmap over the clients)"
