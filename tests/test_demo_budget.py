@@ -7,8 +7,8 @@ elsewhere (config/scales/demo.yaml: rounds, restrict) or measuring again and rai
 
 Measured on 2 cores (`time snakemake --cores 2` on a fresh clone of 0cd6001, idle machine):
 541 jobs and 63.0 TFLOP of training work took 27m50s (63.1 TFLOP as `fedhet cost` counts it
-now, with the plug-ins' extra classifier outputs and the model options). The limits leave about 4 % of headroom;
-the 30 minutes leave a little more.
+now, with the plug-ins' extra classifier outputs and the model options). The limits leave about
+4 % of headroom; the 30 minutes leave a little more.
 """
 
 from __future__ import annotations

@@ -180,7 +180,8 @@ def _model_of(record: Mapping[str, Any], models: Iterable[str]) -> str | None:
     (case and hyphens ignored: "ResNet-18" names resnet18)."""
     if record.get("model"):
         return str(record["model"])
-    words = {w.replace("-", "") for w in re.split(r"[^a-z0-9-]+", str(record.get("what", "")).lower())}
+    what = str(record.get("what", "")).lower()
+    words = {w.replace("-", "") for w in re.split(r"[^a-z0-9-]+", what)}
     named = [m for m in models if m in words]
     return named[0] if len(named) == 1 else None
 
