@@ -62,7 +62,8 @@ def not_counted() -> list[str]:
         "FLOPs of normalisation, activations, pooling, augmentation and the optimiser update "
         "(the FLOP counter's convention)",
         "counted roughly: a plug-in that trains clients on its own data in place of their "
-        "partition (distilled virtual data) is counted as training on the partition (more)",
+        "partition (distilled virtual data) is counted as training on the partition: an upper "
+        "bound",
     ]
 
 
