@@ -132,3 +132,211 @@ def test_paper_datasets() -> None:
     assert rows["CIFAR10C"]["clients"] == 57 and rows["RETINA"]["image_size"] == 96
     for row in rows.values():  # FedLGD's local rounds outside τ cost less than a real epoch
         assert row["fedlgd_round_out_tau"] < row["vanilla_epoch"]
+
+
+# -- what a scale costs before it runs (fedhet cost) ---------------------------------------------
+
+from pathlib import Path  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from fedhet import experiments as X  # noqa: E402
+from fedhet.analysis import scale_cost as S  # noqa: E402
+from fedhet.cli import main as cli_main  # noqa: E402
+from fedhet.config import resolve_run  # noqa: E402
+from fedhet.data import DATASETS, load_dataset, split_sizes  # noqa: E402
+from fedhet.data.fmnist import DEBIAN_FMNIST_DIR  # noqa: E402
+from fedhet.experiments.cells import Item  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# convnet at 28 px, 3 channels, 10 classes (test_convnet_flops_match_a_hand_count)
+CONVNET_MACS = [28 * 28 * 128 * 27, 14 * 14 * 128 * 1152, 7 * 7 * 128 * 1152, 1152 * 10]
+CONVNET_FORWARD = 2 * sum(CONVNET_MACS)
+CONVNET_TRAIN = 3 * CONVNET_FORWARD - 2 * CONVNET_MACS[0]
+TINY_DATA = {"name": "digits10",
+             "options": {"channels": 3, "size": 28, "train_per_class": 30, "test_per_class": 10}}
+
+
+def tiny_run(**eval_settings) -> dict:
+    """5 rounds, 2 of 4 clients a round, 2 local epochs, on 300 / 100 images."""
+    return resolve_run({
+        "dataset": TINY_DATA,
+        "model": {"name": "convnet"},
+        "partition": {"num_clients": 4},
+        "training": {"rounds": 5, "clients_per_round": 2, "local_epochs": 2},
+        "eval": {"every": 2, **eval_settings},
+    })
+
+
+def tiny_experiment(runs: dict[str, dict]) -> SimpleNamespace:
+    """What `scale_cost` reads of an Experiment: one paper's item holding `runs`."""
+    cells = [SimpleNamespace(run_ids=[rid]) for rid in runs]
+    item = Item(paper="toy", id="t1", kind="table", is_figure=False, spec={}, cells=cells)
+    return SimpleNamespace(scale="tiny", items={"toy_t1": item}, runs=runs,
+                           run_dataset={rid: "digits10-tiny" for rid in runs})
+
+
+def test_declared_sizes_need_no_data_and_every_dataset_has_them():
+    assert split_sizes("digits10", TINY_DATA["options"]) == (300, 100)
+    for name in DATASETS.names():
+        train, test = split_sizes(name)
+        assert train > 0 and test > 0, name
+    assert split_sizes("cinic10", {"include_valid": True}) == (180_000, 90_000)
+    assert split_sizes("digits_domains", {"domains": ["mnist", "usps"], "num_classes": 2,
+                                          "train_per_class": 7}) == (7 * 2 * 2, 20 * 2 * 2)
+    assert sum(split_sizes("digits5")) == 160_879 + 40_248  # FedLGD's DIGITS counts
+
+
+def test_cost_of_a_tiny_run_by_hand():
+    run = tiny_run()
+    cost = S.scale_cost(tiny_experiment({"a": run}))
+    c = cost.total
+    assert (c.runs, c.train_images) == (1, 5 * (2 / 4) * 2 * 300)
+    assert c.eval_images == 3 * 100  # rounds 2, 4 and the last, 5
+    assert c.train_tflop == pytest.approx(1500 * CONVNET_TRAIN / 1e12, rel=1e-12)
+    assert c.eval_tflop == pytest.approx(300 * CONVNET_FORWARD / 1e12, rel=1e-12)
+    seconds = (c.train_tflop + c.eval_tflop) / S.DEFAULT_THROUGHPUT.tflops
+    assert c.gpu_hours == pytest.approx(seconds / 3600, rel=1e-12)
+    assert cost.papers["toy"] == c and cost.datasets == {"digits10-tiny": (300, 100)}
+    assert cost.throughput == {"convnet": S.DEFAULT_THROUGHPUT}
+
+
+def test_evaluation_counts_eval_frequency_rotations_and_client_models():
+    assert S.evaluation_images(tiny_run(every=1), 100, False) == 5 * 100
+    assert S.evaluation_images(tiny_run(every=2), 100, False) == 3 * 100
+    assert S.evaluation_images(tiny_run(every=5), 100, False) == 1 * 100
+    rotated = tiny_run(rotations=[0, 90])
+    assert S.evaluation_images(rotated, 100, False) == 3 * 2 * 100
+    # the global model and the round's 2 client models
+    assert S.evaluation_images(tiny_run(client_models=True), 100, False) == 3 * 3 * 100
+    assert S.evaluation_images(tiny_run(), 100, True) == 3 * 3 * 100
+    costs = [S.scale_cost(tiny_experiment({"a": tiny_run(every=e)})).total for e in (1, 2)]
+    assert costs[0].eval_tflop == pytest.approx(5 / 3 * costs[1].eval_tflop, rel=1e-12)
+    assert costs[0].train_tflop == costs[1].train_tflop
+
+
+def test_each_run_is_counted_once_per_scale():
+    run = tiny_run()
+    exp = tiny_experiment({"a": run, "b": tiny_run(every=1)})
+    exp.items["toy_t2"] = Item(paper="other", id="t2", kind="table", is_figure=False, spec={},
+                               cells=[SimpleNamespace(run_ids=["a"])])
+    cost = S.scale_cost(exp)
+    assert cost.total.runs == 2 and list(cost.papers) == ["toy"]
+
+
+def _write(path: Path, content) -> Path:
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+RECORDS = [
+    {"device": "NVIDIA H100", "mode": "bf16", "what": "paper round ResNet-18", "tflops": 60.0,
+     "img_per_s": 18000, "ok": True},
+    {"device": "NVIDIA H100", "mode": "fp32", "what": "paper round resnet18", "tflops": 20.0},
+    {"what": "reference loop", "tflops": 5.0},  # names no model: not a model's throughput
+    {"model": "convnet", "mode": "bf16", "tflops": 99.0, "ok": False},  # a failed measurement
+    {"model": "convnet", "mode": "fp32", "tflops": 12.5},
+]
+
+
+def test_throughput_file_gives_each_model_its_measured_rate(tmp_path):
+    path = _write(tmp_path / "gpu-check.json", RECORDS)
+    rates = S.load_throughput(path)
+    assert {m: t.tflops for m, t in rates.items()} == {"resnet18": 60.0, "convnet": 12.5}
+    assert "gpu-check.json" in rates["resnet18"].source and "bf16" in rates["resnet18"].source
+    assert S.load_throughput(path, mode="fp32")["resnet18"].tflops == 20.0
+    assert S.load_throughput(_write(tmp_path / "o.json", {"records": RECORDS}))["convnet"].tflops \
+        == 12.5
+    cost = S.scale_cost(tiny_experiment({"a": tiny_run()}), rates).total
+    seconds = (cost.train_tflop + cost.eval_tflop) / 12.5
+    assert cost.gpu_hours == pytest.approx(seconds / 3600, rel=1e-12)
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    ("{not json", "not valid JSON"),
+    ({"what": "paper round resnet18"}, "a list of records"),
+    (["resnet18"], "record 0 is not an object"),
+    ([{"model": "resnet18", "tflops": "fast"}], "record 0 \\(resnet18\\) has no positive"),
+    ([{"model": "resnet18", "tflops": -1}], "no positive 'tflops'"),
+    ([{"what": "reference loop", "tflops": 5}], "no usable record names a model"),
+])
+def test_malformed_throughput_files_are_refused(tmp_path, content, match):
+    with pytest.raises(S.ThroughputFileError, match=match):
+        S.load_throughput(_write(tmp_path / "t.json", content))
+
+
+def test_cost_command_bad_input(tmp_path, capsys):
+    assert cli_main(["cost", "--scale", "huge", "--root", str(ROOT)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown scale 'huge'" in err and "demo" in err and "paper" in err
+    bad = _write(tmp_path / "t.json", "[1, 2")
+    assert cli_main(["cost", "--scale", "demo", "--root", str(ROOT), "--throughput",
+                     str(bad)]) == 2
+    assert "is not valid JSON" in capsys.readouterr().err
+    missing = str(tmp_path / "absent.json")
+    assert cli_main(["cost", "--scale", "demo", "--throughput", missing]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert cli_main(["cost", "--scale", "demo", "--mode", "bf16"]) == 2
+    assert "give --throughput FILE too" in capsys.readouterr().err
+
+
+def test_cost_table_lists_papers_total_throughput_sizes_and_what_is_left_out(tmp_path):
+    cost = S.scale_cost(tiny_experiment({"a": tiny_run()}))
+    text = S.format_cost(cost)
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("paper"))
+    for column in ("runs", "train Gimg", "train TFLOP", "eval Gimg", "eval TFLOP", "GPU-hours"):
+        assert column in lines[header]
+    assert lines[header + 1].split()[:2] == ["toy", "1"]
+    assert lines[header + 2].split()[:2] == ["total", "1"]
+    assert "30.0 TFLOP/s: convnet" in text and "assumed" in text
+    assert "digits10-tiny" in text and "300 / 100" in text
+    assert "Not counted:" in text and all(what in text for what in S.not_counted())
+    as_json = json.loads(json.dumps(cost.as_dict()))
+    assert as_json["total"]["runs"] == 1 and as_json["datasets"]["digits10-tiny"] == {
+        "train": 300, "test": 100}
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return X.load_experiment({"scale": "demo"}, ROOT)
+
+
+def test_declared_sizes_match_the_demo_stand_ins(demo, tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    for key, spec in demo.datasets.items():
+        data = load_dataset(spec["name"], root, spec["options"])
+        assert split_sizes(spec["name"], spec["options"]) == (len(data.y_train),
+                                                              len(data.y_test)), key
+
+
+def test_demo_cost_per_paper_sums_to_the_total(demo):
+    cost = S.scale_cost(demo)
+    assert set(cost.papers) == {item.paper for item in demo.items.values()}
+    assert cost.total.runs == len({r for i in demo.items.values() for r in i.run_ids()})
+    for field in ("train_tflop", "eval_tflop", "gpu_hours"):
+        assert getattr(cost.total, field) == pytest.approx(
+            sum(getattr(c, field) for c in cost.papers.values()), rel=1e-9)
+
+
+@pytest.mark.skipif(not DEBIAN_FMNIST_DIR.is_dir(),
+                    reason=f"{DEBIAN_FMNIST_DIR} absent: apt-get install dataset-fashion-mnist")
+def test_declared_sizes_match_real_fashion_mnist(tmp_path):
+    data = load_dataset("fmnist", tmp_path)
+    assert split_sizes("fmnist") == (len(data.y_train), len(data.y_test)) == (60_000, 10_000)
+    options = {"base_per_class": 30, "severities": [1, 3], "min_per_class": 5,
+               "corruptions": ["contrast", "pixelate"]}
+    corrupted = load_dataset("fmnist_corrupted", tmp_path, options)
+    assert split_sizes("fmnist_corrupted", options) == (len(corrupted.y_train),
+                                                        len(corrupted.y_test))
+
+
+@pytest.mark.parametrize(("name", "classes", "options"),
+                         [("convnet", 10, {}), ("cct", 100, {}),
+                          ("vgg11", 10, {"fc": False, "projection": {"hidden": 256, "dim": 128}})])
+def test_flops_per_image_equal_the_training_mode_steps(name, classes, options):
+    model = cost.meta_model(name, 32, classes, 3, 1.0, json.dumps(options, sort_keys=True))
+    assert cost.flops_per_image(name, 32, classes, options=options) == cost.step_flops(
+        model, "train", 1)
+    assert cost.flops_per_image(name, 32, classes, backward=False, options=options) == \
+        cost.step_flops(model, "forward", 1)
+    assert model.training  # counting left the cached model's mode as it was

@@ -1,4 +1,5 @@
-"""`fedhet` command line: train, prepare-data, partition, evaluate, run-id, bench, methods.
+"""`fedhet` command line: train, prepare-data, partition, evaluate, run-id, bench, cost,
+methods.
 
 Heavy imports (torch, torchvision) happen inside the commands, so `fedhet --help` and the
 torch-free commands stay fast.
@@ -156,6 +157,13 @@ def cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cost(args: argparse.Namespace) -> int:
+    """Print what a scale costs before it runs (fedhet.analysis.scale_cost)."""
+    from fedhet.analysis.scale_cost import main as cost_main
+
+    return cost_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedhet", description="Federated learning under data heterogeneity, reproducibly."
@@ -260,6 +268,21 @@ def build_parser() -> argparse.ArgumentParser:
                        "parameters; external packages that were refused are listed with why.")
     p.add_argument("--kind", choices=KINDS, help="only methods of this kind")
     p.set_defaults(func=cmd_methods)
+
+    p = sub.add_parser("cost", help="what a scale costs before it runs: runs, images, TFLOP and "
+                       "GPU-hours per paper",
+                       description="Per paper and in total: runs, training and evaluation images "
+                       "and TFLOP, and GPU-hours at each model's throughput (measured, from "
+                       "--throughput, else a stated default). Reads only the configs: no data "
+                       "needs to be on disk.")
+    p.add_argument("--scale", required=True, help="a scale of config/scales (demo, small, paper)")
+    p.add_argument("--throughput", metavar="FILE",
+                   help="measured throughput: JSON records {what, tflops, model?, mode?, ok?}, "
+                   "e.g. the gpu-check.json of ci/gpu-check.sh")
+    p.add_argument("--mode", help="use only the throughput records of this mode (e.g. bf16)")
+    p.add_argument("--root", default=".", help="repository root (holds config/)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.set_defaults(func=cmd_cost)
 
     from fedhet.posthoc.cli import add_subcommands as add_posthoc_subcommands
 

@@ -24,6 +24,7 @@ C classes, ipc local and server_ipc global images per class:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -60,12 +61,21 @@ def parameter_count(
     return sum(p.numel() for p in model.parameters())
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def meta_model(
-    model_name: str, image_size: int, num_classes: int, channels: int = 3, width: float = 1.0
+    model_name: str, image_size: int, num_classes: int, channels: int = 3, width: float = 1.0,
+    options: str = "{}",
 ) -> FedModel:
-    """The model moved to the meta device: its FLOPs can be counted without computing."""
-    return build_model(model_name, num_classes, channels, image_size, width).to("meta")
+    """The model on the meta device, where its FLOPs can be counted without computing: built
+    there (no weights initialised) unless its construction reads a tensor's values, then built
+    on the CPU and moved. `options`: the model's options as a JSON object (a string, for the
+    cache)."""
+    settings = (model_name, num_classes, channels, image_size, width)
+    try:
+        with torch.device("meta"):
+            return build_model(*settings, **json.loads(options))
+    except NotImplementedError:  # e.g. `.tolist()` of a meta tensor
+        return build_model(*settings, **json.loads(options)).to("meta")
 
 
 def _batch(model: FedModel, size: int, requires_grad: bool = False) -> tuple[Tensor, Tensor]:
@@ -147,6 +157,28 @@ def step_flops(model: FedModel, step: str, batch: int) -> int:
     return int(counter.get_total_flops())
 
 
+@lru_cache(maxsize=256)
+def _image_flops(model_name: str, image_size: int, num_classes: int, channels: int,
+                 width: float, options: str) -> tuple[int, int]:
+    """(forward, training) FLOPs of one image, counted from one forward and one backward pass
+    (the training step's products: `_train`'s, with the forward's counted apart). In eval mode,
+    whose normalisation the counter decomposes faster; its products are the same (normalisation
+    and dropout count 0)."""
+    model = meta_model(model_name, image_size, num_classes, channels, width, options)
+    x, y = _batch(model, 1)
+    mode = model.training
+    model.eval()
+    try:
+        with FlopCounterMode(display=False) as forward:
+            loss = nn.functional.cross_entropy(model(x), y)
+        with FlopCounterMode(display=False) as backward:
+            torch.autograd.grad(loss, _weights(model))
+    finally:
+        model.train(mode)
+    ahead = int(forward.get_total_flops())
+    return ahead, ahead + int(backward.get_total_flops())
+
+
 def flops_per_image(
     model_name: str,
     image_size: int,
@@ -154,11 +186,14 @@ def flops_per_image(
     channels: int = 3,
     backward: bool = True,
     width: float = 1.0,
+    options: Mapping[str, Any] | None = None,
 ) -> int:
     """FLOPs of one image: forward, cross-entropy and backward to the weights (not the input)
-    when ``backward``, else the forward alone; see the module docstring for the convention."""
-    model = meta_model(model_name, image_size, num_classes, channels, width)
-    return step_flops(model, "train" if backward else "forward", 1)
+    when ``backward``, else the forward alone; see the module docstring for the convention.
+    `options`: the model's options (run setting ``model.options``)."""
+    forward, train = _image_flops(model_name, image_size, num_classes, channels, width,
+                                  json.dumps(dict(options or {}), sort_keys=True))
+    return train if backward else forward
 
 
 def global_virtual_size(image_size: int, num_classes: int, channels: int = 3, ipc: int = 1) -> int:

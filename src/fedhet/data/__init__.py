@@ -34,6 +34,7 @@ from fedhet.data.core import (
     load_dataset,
     prepare_dataset,
     resolve_options,
+    split_sizes,
     verify_cache_file,
 )
 from fedhet.data.downloads import DOWNLOADS, Download, DownloadError, fetch
@@ -59,6 +60,7 @@ __all__ = [
     "load_dataset",
     "prepare_dataset",
     "resolve_options",
+    "split_sizes",
     "verify_cache_file",
     "seed_fmnist_from",
 ]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec
+from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec, fixed_sizes
 from fedhet.data.downloads import DOWNLOADS, check_file, fetch, source_url
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
@@ -187,6 +187,8 @@ DATASETS.add(
         description="CINIC-10: 90,000 train (+90,000 valid) / 90,000 test images, CIFAR-10 classes",
         options={"channels": 3, "size": 32, "download": False, "include_valid": False},
         choices={"channels": (1, 3)},
+        # 9,000 per class in each of train, valid and test
+        sizes=lambda o: (90_000 * (2 if o["include_valid"] else 1), 90_000),
     ),
 )
 DATASETS.add(
@@ -201,5 +203,6 @@ DATASETS.add(
         description="Tiny-ImageNet-200: 100,000 train / 10,000 val (used as test) images, 64x64",
         options={"channels": 3, "size": 64, "download": False},
         choices={"channels": (1, 3)},
+        sizes=fixed_sizes(100_000, 10_000),  # 500 train and 50 val images per class
     ),
 )

@@ -97,6 +97,30 @@ def train_test(indices: np.ndarray, labels: np.ndarray, test_fraction: float,
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
+def client_splits(labels: np.ndarray, corruption: str, options: dict[str, Any],
+                  num_classes: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) sample indices of each client of one corruption's pooled images. The
+    draws depend on the labels' counts per class only, not on their order."""
+    rng = np.random.default_rng([options["split_seed"], CORRUPTIONS.index(corruption)])
+    owned = dirichlet_clients(labels, options["clients_per_corruption"], options["alpha"],
+                              options["min_per_class"], num_classes, rng)
+    return [train_test(indices, labels, options["test_fraction"], rng) for indices in owned]
+
+
+def pooled_sizes(per_class: int, options: dict[str, Any], num_classes: int,
+                 name: str) -> tuple[int, int]:
+    """(train, test) images of a dataset split by `corruption_clients` whose every corruption
+    pools `per_class` images of each class: the split replayed on labels alone, so it is
+    exact without the images (`DatasetSpec.sizes`)."""
+    check_split_options(name, options, CORRUPTIONS)
+    labels = np.repeat(np.arange(num_classes), per_class)
+    train = test = 0
+    for corruption in options["corruptions"]:
+        for train_idx, test_idx in client_splits(labels, corruption, options, num_classes):
+            train, test = train + train_idx.size, test + test_idx.size
+    return train, test
+
+
 def corruption_clients(corruptions: Sequence[str], load: Loader, options: dict[str, Any],
                        class_names: tuple[str, ...], mean: tuple[float, ...] | None = None,
                        std: tuple[float, ...] | None = None) -> Arrays:
@@ -115,14 +139,10 @@ def corruption_clients(corruptions: Sequence[str], load: Loader, options: dict[s
     names = []
     for position, name in enumerate(corruptions):
         x, y = load(name)
-        rng = np.random.default_rng([options["split_seed"], CORRUPTIONS.index(name)])
-        owned = dirichlet_clients(y, clients, options["alpha"], options["min_per_class"],
-                                  len(class_names), rng)
-        for k, indices in enumerate(owned):
+        for k, pair in enumerate(client_splits(y, name, options, len(class_names))):
             domain = position * clients + k
             names.append(f"{name}-{k}")
-            for split, idx in zip(("train", "test"),
-                                  train_test(indices, y, options["test_fraction"], rng)):
+            for split, idx in zip(("train", "test"), pair):
                 xs, ys, ds = splits[split]
                 xs.append(x[idx])
                 ys.append(y[idx])
@@ -266,5 +286,8 @@ DATASETS.add(
             "split_seed": 0,
         },
         choices={"channels": (1, 3)},
+        # CIFAR-10's test set, 1,000 images of each class, at every kept severity
+        sizes=lambda o: pooled_sizes(1000 * len(o["severities"]), o, len(CIFAR10_CLASSES),
+                                     "cifar10c_clients"),
     ),
 )

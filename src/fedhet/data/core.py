@@ -63,6 +63,8 @@ class Arrays:
 
 
 Builder = Callable[[Path, dict[str, Any]], Arrays]
+# (train, test) images of a dataset for its resolved options, known without its files
+Sizes = Callable[[Mapping[str, Any]], tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class DatasetSpec:
     choices: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     version: int = 1
     keyless: Mapping[str, Any] = field(default_factory=dict)
+    sizes: Sizes | None = None
 
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
@@ -186,6 +189,22 @@ def class_count(spec: DatasetSpec, resolved: Mapping[str, Any]) -> int:
     """Number of classes of a dataset with these resolved options (option `num_classes`
     where the dataset has one, else the spec's)."""
     return int(resolved.get("num_classes", spec.num_classes))
+
+
+def split_sizes(name: str, options: Mapping[str, Any] | None = None) -> tuple[int, int]:
+    """(train, test) images of a dataset with these options, as its spec declares them: no
+    file is read. Raises ValueError for a dataset that declares none."""
+    spec = DATASETS.get(name)
+    if spec.sizes is None:
+        raise ValueError(f"dataset '{name}' declares no sizes (DatasetSpec.sizes); declare "
+                         f"them where it is registered")
+    train, test = spec.sizes(resolve_options(name, options))
+    return int(train), int(test)
+
+
+def fixed_sizes(train: int, test: int) -> Sizes:
+    """`DatasetSpec.sizes` of a dataset whose options do not change its image counts."""
+    return lambda options: (train, test)
 
 
 def dataset_key(name: str, options: Mapping[str, Any] | None = None) -> str:

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from fedhet.data.cifar10c import SEVERITIES, check_split_options, corruption_clients
+from fedhet.data.cifar10c import (
+    SEVERITIES, check_split_options, corruption_clients, pooled_sizes,
+)
 from fedhet.data.core import DATASETS, Arrays, DatasetSpec
 from fedhet.data.corruptions import CORRUPTIONS, apply_corruption
 from fedhet.data.handplaced import CORRUPTIONS as CIFAR10C_CORRUPTIONS
@@ -89,5 +91,7 @@ DATASETS.add(
             "stands_in_for": "cifar10c_clients",
         },
         choices={"channels": (1, 3)},
+        sizes=lambda o: pooled_sizes(o["base_per_class"] * len(o["severities"]), o, 10,
+                                     "digits_corrupted"),
     ),
 )

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from fedhet.data.cifar10c import SEVERITIES, check_split_options, corruption_clients
+from fedhet.data.cifar10c import (
+    SEVERITIES, check_split_options, corruption_clients, pooled_sizes,
+)
 from fedhet.data.core import DATASETS, Arrays, DatasetSpec, load_dataset
 from fedhet.data.corruptions import CORRUPTIONS, apply_corruption
 from fedhet.data.handplaced import CORRUPTIONS as CIFAR10C_CORRUPTIONS
@@ -80,5 +82,8 @@ DATASETS.add(
             "test_fraction": 0.1,
             "split_seed": 0,
         },
+        # Fashion-MNIST's test set holds 1,000 images of each class
+        sizes=lambda o: pooled_sizes(min(o["base_per_class"], 1000) * len(o["severities"]), o,
+                                     len(CLASSES), "fmnist_corrupted"),
     ),
 )

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from fedhet.data.archives import IMAGE_SUFFIXES, decode_image, stack_split
-from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec
+from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec, fixed_sizes
 from fedhet.data.torchvision_sets import (
     CIFAR10_STATS,
     missing_files,
@@ -64,6 +64,8 @@ CIFAR10C_PER_SEVERITY = 10_000
 PACS_URL = "https://domaingeneralization.github.io/#data"
 PACS_DOMAINS = ("art_painting", "cartoon", "photo", "sketch")
 PACS_CLASSES = ("dog", "elephant", "giraffe", "guitar", "horse", "house", "person")
+# Images per domain (Li et al. 2017: 9,991 in all), in PACS_DOMAINS order
+PACS_DOMAIN_IMAGES = (2048, 2344, 1670, 3929)
 PACS_SPLIT_SEED = 2017
 # ImageNet's statistics, as FedBR's code normalises PACS (datasets.py, MultipleEnvironment-
 # ImageFolder); not PACS's own.
@@ -311,6 +313,14 @@ def _build_pacs(root: Path, options: dict[str, Any]) -> Arrays:
     )
 
 
+def _pacs_sizes(options: dict[str, Any]) -> tuple[int, int]:
+    """(train, test) images of `_build_pacs`' split, from the domains' image counts: the split
+    rounds per (domain, class) folder, whose counts are not declared here, so the real test
+    count may differ from this by up to 4 images per domain (16 of 9,991)."""
+    test = sum(int(round(options["test_fraction"] * n)) for n in PACS_DOMAIN_IMAGES)
+    return sum(PACS_DOMAIN_IMAGES) - test, test
+
+
 def cifar10_train(root: Path, download: bool) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """CIFAR-10's training split (images, labels, class names), read through torchvision."""
     missing = missing_files("cifar10", root)
@@ -362,6 +372,7 @@ DATASETS.add(
         description="SynthDigits: synthetic house-number-like digits (DIGITS domain)",
         options={"channels": 3, "size": 32},
         choices={"channels": (1, 3)},
+        sizes=fixed_sizes(10_000, 2_000),  # the authors' copy (FedLGD, FedBN)
     ),
 )
 DATASETS.add(
@@ -376,6 +387,7 @@ DATASETS.add(
         description="MNIST-M: MNIST digits blended over colour photo patches (DIGITS domain)",
         options={"channels": 3, "size": 28},
         choices={"channels": (1, 3)},
+        sizes=fixed_sizes(10_331, 209),  # the authors' copy (FedLGD, FedBN)
     ),
 )
 DATASETS.add(
@@ -390,6 +402,8 @@ DATASETS.add(
         description="Retinal fundus photos from several sites (binary), one domain per site",
         options={"channels": 3, "size": 96},
         choices={"channels": (1, 3)},
+        # FedLGD Table 14: Drishti 82/19, ACRIMA 605/100, RIM 385/100, REFUGE 1000/200
+        sizes=fixed_sizes(2_072, 419),
     ),
 )
 DATASETS.add(
@@ -410,6 +424,7 @@ DATASETS.add(
             "severity": 5,
         },
         choices={"channels": (1, 3), "corruption": CORRUPTIONS, "severity": (1, 2, 3, 4, 5)},
+        sizes=fixed_sizes(50_000, CIFAR10C_PER_SEVERITY),  # CIFAR-10's train set
     ),
 )
 DATASETS.add(
@@ -427,5 +442,6 @@ DATASETS.add(
         # 0.2 is assumed (FedBR states no PACS test split; DomainBed holds out 20 %).
         options={"channels": 3, "size": 32, "test_fraction": 0.2},
         choices={"channels": (1, 3)},
+        sizes=_pacs_sizes,
     ),
 )

@@ -374,6 +374,18 @@ def _build_domains(root: Path, options: dict[str, Any]) -> Arrays:
     )
 
 
+def _per_class_sizes(num_classes: int) -> Callable[[dict[str, Any]], tuple[int, int]]:
+    """`DatasetSpec.sizes` of a stand-in with `{split}_per_class` images of each class."""
+    return lambda o: (o["train_per_class"] * num_classes, o["test_per_class"] * num_classes)
+
+
+def _domain_sizes(options: dict[str, Any]) -> tuple[int, int]:
+    """(train, test) images of `digits_domains`: per class, per kept style."""
+    train, test = _per_class_sizes(options["num_classes"])(options)
+    styles = len(_kept_styles(options["domains"]))
+    return train * styles, test * styles
+
+
 def _options(channels: int, train: int, test: int, stands_in_for: str) -> dict[str, Any]:
     return {
         "channels": channels,
@@ -398,6 +410,7 @@ DATASETS.add(
         description="10 handwritten digits (scikit-learn), augmented; offline stand-in",
         options=_options(1, 300, 100, "cifar10"),
         choices=_CHOICES,
+        sizes=_per_class_sizes(10),
     ),
 )
 DATASETS.add(
@@ -412,6 +425,7 @@ DATASETS.add(
         description="100 classes of digit pairs (10*a + b) side by side; offline stand-in",
         options=_options(1, 50, 20, "cifar100"),
         choices=_CHOICES,
+        sizes=_per_class_sizes(100),
     ),
 )
 DATASETS.add(
@@ -430,5 +444,6 @@ DATASETS.add(
         choices={**_CHOICES, "num_classes": tuple(range(2, 11))},
         # num_classes came later: at 10 it keeps the earlier cache keys (and tensors)
         keyless={"num_classes": 10},
+        sizes=_domain_sizes,
     ),
 )

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec
+from fedhet.data.core import DATASETS, Arrays, DatasetNotAvailable, DatasetSpec, fixed_sizes
 from fedhet.data.fmnist import DEBIAN_FMNIST_DIR, fmnist_seeded, seed_fmnist_from
 
 # Normalisation statistics as the papers' code uses them; other datasets get theirs
@@ -162,7 +162,8 @@ def _make_builder(name: str):
     return build
 
 
-def _register(name: str, num_classes: int, channels: int, size: int, description: str) -> None:
+def _register(name: str, num_classes: int, channels: int, size: int, description: str,
+              sizes: tuple[int, int]) -> None:
     DATASETS.add(
         name,
         DatasetSpec(
@@ -175,13 +176,21 @@ def _register(name: str, num_classes: int, channels: int, size: int, description
             source="torchvision",
             options={"channels": channels, "size": size, "download": False},
             choices={"channels": (1, 3)},
+            sizes=fixed_sizes(*sizes),
         ),
     )
 
 
-_register("cifar10", 10, 3, 32, "CIFAR-10: 50,000/10,000 colour images, 10 classes")
-_register("cifar100", 100, 3, 32, "CIFAR-100: 50,000/10,000 colour images, 100 classes")
-_register("mnist", 10, 1, 28, "MNIST: 60,000/10,000 handwritten digits")
-_register("fmnist", 10, 1, 28, "Fashion-MNIST: 60,000/10,000 grayscale clothing images, 10 classes")
-_register("svhn", 10, 3, 32, "SVHN: 73,257/26,032 house-number digits")
-_register("usps", 10, 1, 16, "USPS: 7,291/2,007 handwritten digits")
+# sizes: (train, test) images of the official splits
+_register("cifar10", 10, 3, 32, "CIFAR-10: 50,000/10,000 colour images, 10 classes",
+          (50_000, 10_000))
+_register("cifar100", 100, 3, 32, "CIFAR-100: 50,000/10,000 colour images, 100 classes",
+          (50_000, 10_000))
+_register("mnist", 10, 1, 28, "MNIST: 60,000/10,000 handwritten digits",
+          (60_000, 10_000))
+_register("fmnist", 10, 1, 28, "Fashion-MNIST: 60,000/10,000 grayscale clothing images, 10 classes",
+          (60_000, 10_000))
+_register("svhn", 10, 3, 32, "SVHN: 73,257/26,032 house-number digits",
+          (73_257, 26_032))
+_register("usps", 10, 1, 16, "USPS: 7,291/2,007 handwritten digits",
+          (7_291, 2_007))

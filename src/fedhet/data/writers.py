@@ -83,5 +83,6 @@ DATASETS.add(
         options={"channels": 1, "size": 16, "writers": 3400, "train_per_writer": 8,
                  "test_per_writer": 2, "stands_in_for": "femnist"},
         choices={"channels": (1, 3)},
+        sizes=lambda o: (o["writers"] * o["train_per_writer"], o["writers"] * o["test_per_writer"]),
     ),
 )

@@ -1,0 +1,283 @@
+"""What a scale costs before it runs (`fedhet cost --scale S`): per paper and in total, the runs,
+the images their local training and their evaluations put through the model, those images'
+TFLOP, and GPU-hours at a per-model throughput.
+
+Counted per run (each run once, under the first paper whose tables or figures use it):
+- training: `fedhet.experiments.training_images` (rounds × sampled clients × local epochs or
+  steps × the methods' declared factors) × the FLOPs of one training image
+  (`fedhet.analysis.cost.flops_per_image`: forward, loss and backward to the weights);
+- evaluation: at every round r with r % eval.every == 0 and at the last round, the test set
+  (× the angles of eval.rotations) through the global model, and through each sampled client's
+  model where eval.client_models is set or the algorithm scores its clients' models (Local-only),
+  × the forward FLOPs of one image.
+
+Dataset sizes come from the dataset specs (`fedhet.data.split_sizes`), so nothing needs to be on
+disk. GPU-hours = (training + evaluation FLOPs) / the model's sustained TFLOP/s: measured ones
+from a throughput file (`load_throughput`, e.g. the `gpu-check.json` of `ci/gpu-check.sh`), else
+`DEFAULT_THROUGHPUT`, an assumption the output states. `not_counted` says what is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedhet import catalog
+from fedhet import experiments as X
+from fedhet.data import describe, split_sizes
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Sustained TFLOP/s of one model's training and evaluation, and where the figure is from."""
+
+    tflops: float
+    source: str
+
+
+DEFAULT_THROUGHPUT = Throughput(
+    30.0,
+    "assumed default: 30 TFLOP/s sustained on one H100 in fp32/tf32 without tuning, for every "
+    "model (a speed-tuned ResNet-18 CIFAR-10 loop reaches ~80 TFLOP/s on an A100 in fp16; "
+    "small CNNs at batch <= 64 are launch-bound and likely slower)",
+)
+
+def not_counted() -> list[str]:
+    """What the cost leaves out, or counts only roughly (printed with it)."""
+    families = ", ".join(sorted(catalog.artefact_families()))
+    posthoc = ", ".join(catalog.names("posthoc"))
+    return [
+        "data preparation (downloads, dataset caches, partitions)",
+        f"cached artefacts built before training ({families})",
+        "server-side work inside a run (distillation, matching, shared statistics) and per-step "
+        "work a method does beyond its declared cost factor (extra forward passes of other models)",
+        "plug-ins' extra test sets",
+        f"post-hoc steps ({posthoc}) and analyses (t-SNE, inversion, similarity)",
+        "tables, figures and the report",
+        "FLOPs of normalisation, activations, pooling, augmentation and the optimiser update "
+        "(the FLOP counter's convention)",
+        "counted roughly: a plug-in that trains clients on its own data in place of their "
+        "partition (distilled virtual data) is counted as training on the partition: an upper "
+        "bound",
+    ]
+
+
+@dataclass
+class Cost:
+    """The cost of a set of runs; `add` sums another into it."""
+
+    runs: int = 0
+    train_images: float = 0.0
+    eval_images: float = 0.0
+    train_tflop: float = 0.0
+    eval_tflop: float = 0.0
+    gpu_hours: float = 0.0
+
+    def add(self, other: Cost) -> None:
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+@dataclass
+class ScaleCost:
+    """Per paper and in total, with the throughput of every model it used and the declared
+    (train, test) sizes of every dataset."""
+
+    scale: str
+    papers: dict[str, Cost] = field(default_factory=dict)
+    total: Cost = field(default_factory=Cost)
+    throughput: dict[str, Throughput] = field(default_factory=dict)
+    datasets: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able: everything, with the list of what is not counted."""
+        return {
+            "scale": self.scale,
+            "papers": {p: asdict(c) for p, c in self.papers.items()},
+            "total": asdict(self.total),
+            "throughput": {m: asdict(t) for m, t in self.throughput.items()},
+            "datasets": {k: {"train": tr, "test": te} for k, (tr, te) in self.datasets.items()},
+            "not_counted": not_counted(),
+        }
+
+
+def evaluations(run: Mapping[str, Any]) -> int:
+    """Rounds at which the run evaluates: every eval.every-th round, and the last."""
+    rounds, every = run["training"]["rounds"], run["eval"]["every"]
+    return rounds // every + (1 if rounds % every else 0)
+
+
+def evaluation_images(run: Mapping[str, Any], test_size: int, scores_clients: bool) -> float:
+    """Test images the run's evaluations put through a model: per evaluation the test set,
+    once per angle of eval.rotations, for the global model and, with eval.client_models or an
+    algorithm that scores its clients' models (`scores_clients`), each sampled client's."""
+    t, e = run["training"], run["eval"]
+    clients = 1 if t["centralized"] else t["clients_per_round"]
+    models = 1 + (clients if e["client_models"] or scores_clients else 0)
+    return float(evaluations(run) * models * max(1, len(e["rotations"])) * test_size)
+
+
+def _scores_clients(algorithm: str) -> bool:
+    return bool(getattr(catalog.implementation(algorithm), "scores_client_models", False))
+
+
+def run_cost(run: Mapping[str, Any], sizes: tuple[int, int], throughput: Throughput) -> Cost:
+    """Training and evaluation cost of one resolved run on a dataset of `sizes` (train, test)."""
+    from fedhet.analysis.cost import flops_per_image
+
+    info = describe(run["dataset"]["name"], run["dataset"]["options"])
+    channels, size, _ = info["shape"]
+    model = run["model"]
+    shape = (model["name"], size, catalog.model_classes(run, info["num_classes"]), channels)
+    train_flops = flops_per_image(*shape, backward=True, width=model["width"],
+                                  options=model["options"])
+    eval_flops = flops_per_image(*shape, backward=False, width=model["width"],
+                                 options=model["options"])
+    train = X.training_images(run, sizes[0])
+    evaluated = evaluation_images(run, sizes[1], _scores_clients(run["algorithm"]["name"]))
+    train_tflop, eval_tflop = train * train_flops / 1e12, evaluated * eval_flops / 1e12
+    return Cost(runs=1, train_images=train, eval_images=evaluated, train_tflop=train_tflop,
+                eval_tflop=eval_tflop,
+                gpu_hours=(train_tflop + eval_tflop) / throughput.tflops / 3600)
+
+
+def scale_cost(exp: X.Experiment, measured: Mapping[str, Throughput] | None = None) -> ScaleCost:
+    """The cost of every run of an expanded experiment, per paper and in total; each model at
+    its `measured` throughput where given, else at `DEFAULT_THROUGHPUT`."""
+    measured = measured or {}
+    out = ScaleCost(scale=exp.scale)
+    seen: set[str] = set()
+    for item in exp.items.values():
+        for rid in item.run_ids():
+            if rid in seen:
+                continue
+            seen.add(rid)
+            run = exp.runs[rid]
+            name = run["model"]["name"]
+            rate = out.throughput.setdefault(name, measured.get(name, DEFAULT_THROUGHPUT))
+            key = exp.run_dataset[rid]
+            if key not in out.datasets:
+                out.datasets[key] = split_sizes(run["dataset"]["name"], run["dataset"]["options"])
+            cost = run_cost(run, out.datasets[key], rate)
+            out.papers.setdefault(item.paper, Cost()).add(cost)
+            out.total.add(cost)
+    return out
+
+
+# -- throughput files ---------------------------------------------------------------------------
+
+
+class ThroughputFileError(ValueError):
+    """A throughput file that cannot be read as records of measured TFLOP/s."""
+
+
+def _model_of(record: Mapping[str, Any], models: Iterable[str]) -> str | None:
+    """The model a record measured: its `model`, else a registered model named in `what`
+    (case and hyphens ignored: "ResNet-18" names resnet18)."""
+    if record.get("model"):
+        return str(record["model"])
+    what = str(record.get("what", "")).lower()
+    words = {w.replace("-", "") for w in re.split(r"[^a-z0-9-]+", what)}
+    named = [m for m in models if m in words]
+    return named[0] if len(named) == 1 else None
+
+
+def load_throughput(path: str | Path, mode: str | None = None) -> dict[str, Throughput]:
+    """Measured throughput per model from a JSON file: a list of records (or an object with a
+    `records` list), each `{what, tflops, ...}` as `ci/gpu-check.sh` writes them (`model`,
+    `device`, `mode`, `img_per_s`, `ok` are read where present). A record counts when `ok` is not
+    false, it names a model (`model`, or a registered model's name in `what`) and, with `mode`,
+    its `mode` matches; per model the fastest such record is kept. Raises ThroughputFileError
+    naming the file and what is wrong with it."""
+    from fedhet.models import MODELS
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ThroughputFileError(f"throughput file {path} does not exist; run ci/gpu-check.sh "
+                                  "on the GPU machine to write gpu-check.json") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ThroughputFileError(f"throughput file {path} is not valid JSON ({err})") from None
+    records = data.get("records") if isinstance(data, dict) else data
+    if not isinstance(records, list):
+        raise ThroughputFileError(f"throughput file {path}: expected a list of records or an "
+                                  "object with a 'records' list")
+    found: dict[str, Throughput] = {}
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ThroughputFileError(f"throughput file {path}: record {i} is not an object")
+        model = _model_of(record, MODELS.names())
+        if record.get("ok") is False or model is None:
+            continue
+        if mode is not None and record.get("mode") != mode:
+            continue
+        tflops = record.get("tflops")
+        if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not tflops > 0:
+            raise ThroughputFileError(f"throughput file {path}: record {i} ({model}) has no "
+                                      f"positive 'tflops', got {tflops!r}")
+        where = ", ".join(str(record[k]) for k in ("what", "mode", "device") if record.get(k))
+        if model not in found or tflops > found[model].tflops:
+            found[model] = Throughput(float(tflops), f"measured: {path.name} ({where})")
+    if not found:
+        wanted = f" in mode {mode!r}" if mode else ""
+        raise ThroughputFileError(f"throughput file {path}: no usable record{wanted} names a "
+                                  "model (give each record 'model', or name the model in 'what')")
+    return found
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def _row(name: str, c: Cost) -> str:
+    return (f"{name:<10}{c.runs:>7,}{c.train_images / 1e9:>14,.2f}{c.train_tflop:>17,.0f}"
+            f"{c.eval_images / 1e9:>13,.2f}{c.eval_tflop:>14,.0f}{c.gpu_hours:>12,.1f}")
+
+
+def _throughput_lines(throughput: Mapping[str, Throughput]) -> list[str]:
+    """One line per throughput: its TFLOP/s, the models at it, and its source."""
+    models: dict[Throughput, list[str]] = {}
+    for model, rate in sorted(throughput.items()):
+        models.setdefault(rate, []).append(model)
+    return [f"  {rate.tflops:.1f} TFLOP/s: {', '.join(names)}\n    ({rate.source})"
+            for rate, names in models.items()]
+
+
+def format_cost(cost: ScaleCost) -> str:
+    """The table `fedhet cost` prints, with the throughputs, dataset sizes and what is left out."""
+    lines = [
+        f"Cost of scale '{cost.scale}' before it runs (each run counted once, under the first "
+        "paper that uses it)",
+        "",
+        f"{'paper':<10}{'runs':>7}{'train Gimg':>14}{'train TFLOP':>17}{'eval Gimg':>13}"
+        f"{'eval TFLOP':>14}{'GPU-hours':>12}",
+        *(_row(paper, c) for paper, c in cost.papers.items()),
+        _row("total", cost.total),
+        "",
+        "GPU-hours = (train + eval FLOPs) / the model's sustained throughput:",
+        *_throughput_lines(cost.throughput),
+        "",
+        "Dataset sizes (train / test images, declared with the dataset specs):",
+        *(f"  {key:<26}{tr:>10,} / {te:,}" for key, (tr, te) in sorted(cost.datasets.items())),
+        "",
+        "Not counted:",
+        *(f"  - {what}" for what in not_counted()),
+    ]
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`fedhet cost`: print the cost of `args.scale` (as JSON with `args.json`)."""
+    if args.mode and not args.throughput:
+        raise ValueError("--mode picks records of a throughput file: give --throughput FILE too")
+    X.load_scale(Path(args.root), args.scale, where="fedhet cost --scale")  # names valid scales
+    measured = load_throughput(args.throughput, args.mode) if args.throughput else None
+    exp = X.load_experiment({"scale": args.scale}, args.root)
+    cost = scale_cost(exp, measured)
+    print(json.dumps(cost.as_dict(), indent=2) if args.json else format_cost(cost))
+    return 0
