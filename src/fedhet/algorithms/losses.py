@@ -9,12 +9,18 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
+def at_least_float32(x: Tensor) -> Tensor:
+    """`x` in float32 if it is of a narrower float type (bf16 or fp16 under autocast), else as it
+    is: a loss summed over a batch keeps float32 precision, and a float64 model stays float64."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
 def distillation_loss(student_logits: Tensor, teacher_logits: Tensor,
                       temperature: float = 1.0) -> Tensor:
     """KL(p_teacher ‖ p_student) at temperature T, times T² (mean over the batch)."""
     t = temperature
-    log_p = F.log_softmax(student_logits.float() / t, dim=1)
-    q = F.softmax(teacher_logits.float() / t, dim=1)
+    log_p = F.log_softmax(at_least_float32(student_logits) / t, dim=1)
+    q = F.softmax(at_least_float32(teacher_logits) / t, dim=1)
     return F.kl_div(log_p, q, reduction="batchmean") * (t * t)
 
 

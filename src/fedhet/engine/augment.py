@@ -43,8 +43,10 @@ def rotate(x: torch.Tensor, degrees: torch.Tensor) -> torch.Tensor:
 
 
 class Augmenter:
-    """Turns a uint8 batch into a normalised float batch, augmenting it if asked.
+    """Turns a batch of images into a normalised float batch, augmenting it if asked.
 
+    Images are uint8 (0 to 255, as every dataset of the package caches them) or floats already
+    in [0, 1] (a dataset a user brings): see `to_float`.
     `mode`: `none`, `crop`, `crop_flip` (CIFAR-style) — rotation is applied separately
     from per-sample angles that the partition assigns.
     """
@@ -63,14 +65,22 @@ class Augmenter:
         self.dtype = dtype
 
     def to_float(self, x: torch.Tensor) -> torch.Tensor:
-        return x.to(self.dtype).div_(255.0)
+        """`x` as floats in [0, 1] of the augmenter's dtype: uint8 pixels divided by 255; float
+        images, taken to be in [0, 1] already, only converted to that dtype (`x` itself if it
+        has it), never rescaled. The caller's tensor (a slice of a test set) is never changed."""
+        if x.dtype == torch.uint8:
+            return x.to(self.dtype).div_(255.0)  # a new tensor: divided in place
+        if x.is_floating_point():
+            return x.to(self.dtype)
+        raise TypeError(f"images must be uint8 (0 to 255) or floats in [0, 1], not {x.dtype}: "
+                        "convert them where the dataset is loaded")
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.std
 
     def train(self, x: torch.Tensor, gen: torch.Generator,
               angles: torch.Tensor | None = None) -> torch.Tensor:
-        """Augment and normalise a uint8 training batch."""
+        """Augment and normalise a training batch (uint8, or floats in [0, 1])."""
         x = self.to_float(x)
         if angles is not None:
             x = rotate(x, angles)
@@ -81,7 +91,8 @@ class Augmenter:
         return self.normalize(x)
 
     def test(self, x: torch.Tensor, angles: torch.Tensor | None = None) -> torch.Tensor:
-        """Normalise a uint8 evaluation batch (rotated when the test set is)."""
+        """Normalise an evaluation batch (uint8, or floats in [0, 1]; rotated when the test set
+        is)."""
         x = self.to_float(x)
         if angles is not None:
             x = rotate(x, angles)

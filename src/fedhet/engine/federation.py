@@ -145,7 +145,9 @@ class Federation:
         mode = t["augment"]
         if mode == "auto":
             mode = "crop_flip" if channels == 3 else "none"
-        self.augmenter = Augmenter(mode, data.mean, data.std, size, device)
+        # inputs in the model's float type (float32, or float64 under torch's default dtype)
+        self.augmenter = Augmenter(mode, data.mean, data.std, size, device,
+                                   dtype=self.global_.params.dtype)
         self._test_inputs: dict[tuple[int, float | None], PreparedTestSet] = {}
         self._eval_slice: dict[int, int | None] = {}  # by evaluation batch size
 

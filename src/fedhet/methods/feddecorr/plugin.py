@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from fedhet.algorithms.base import ClientContext, StackedStep, StepOutput
+from fedhet.algorithms.losses import at_least_float32
 from fedhet.plugins import PLUGINS, Plugin
 
 
@@ -60,9 +61,9 @@ class FedDecorr(Plugin):
     def extra_loss(self, ctx: ClientContext, out: StepOutput) -> Tensor | None:
         if self.beta == 0:
             return None
-        return self.beta * self.loss(out.features.float())
+        return self.beta * self.loss(at_least_float32(out.features))
 
     def stacked_loss(self, step: StackedStep) -> Tensor | None:
         if self.beta == 0:
             return None
-        return self.beta * self.loss(step.features.float())
+        return self.beta * self.loss(at_least_float32(step.features))
