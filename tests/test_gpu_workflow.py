@@ -163,3 +163,17 @@ def test_a_machine_without_gpus_runs_as_before(tmp_path):
     assert gpu_limit(tmp_path) is None
     records = jobs(tmp_path)
     assert len(records) == 1 and records[0]["devices"] == ""
+
+
+def test_a_cluster_job_shares_out_the_gpus_it_was_given(tmp_path):
+    """A group job on a cluster node (Snakemake in remote mode running several jobs) given
+    GPUs 0 and 1: one run on each, counted apart from any other job on the node."""
+    env = gpu_env(tmp_path, gpus=2)
+    env["CUDA_VISIBLE_DEVICES"] = "0,1"  # what SLURM sets for the job's two GPUs
+    snakemake(tmp_path, *targets(calibrations=False), "--cores", "8", "--mode", "remote",
+              "--config", "forkserver=False", env=env)
+    records = jobs(tmp_path)
+    per_device, total = most_at_once(records)
+    assert len(records) == 4 and per_device == {"0": 1, "1": 1} and total == 2
+    shares = [p.name for p in (tmp_path / "runtime").iterdir()]
+    assert len(shares) == 1 and re.fullmatch(r"fedhet-gpu-shares-job\d+", shares[0])

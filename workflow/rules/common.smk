@@ -130,10 +130,13 @@ def share_gpus():
     """A run on this machine with GPUs: at most visible GPUs × runs_per_gpu GPU jobs at once
     (unless `--resources gpu=N` says otherwise), each with a share of its own; the jobs'
     `fedhet` commands claim it from the plan in $FEDHET_GPU_SHARES (fedhet.gpushare),
-    whether the fork server runs them or not. A cluster gives its jobs their GPUs."""
+    whether the fork server runs them or not. A cluster gives each job its GPUs; a cluster
+    job running a group of jobs shares out the GPUs it was given the same way."""
+    if workflow.subprocess_exec:
+        return  # a job of a run on this machine: that run's plan holds
     for name in (gpushare.PLAN_ENV, gpushare.SLOTS_ENV):
         os.environ.pop(name, None)  # never a plan of another run
-    local = workflow.local_exec and not workflow.dryrun and workflow.is_main_process
+    local = workflow.local_exec and not workflow.dryrun
     devices = visible_gpu_ids() if local else []
     if not devices or not JOB_GPUS:
         return
@@ -144,9 +147,10 @@ def share_gpus():
         )
     if "gpu" not in workflow.global_resources:
         workflow.register_resource("gpu", len(devices) * RUNS_PER_GPU)
-    plan = gpushare.Plan(
-        devices, RUNS_PER_GPU, JOB_GPUS, str(gpushare.default_directory())
-    )
+    directory = gpushare.default_directory()
+    if not workflow.is_main_process:  # a cluster job: the GPUs of its allocation only
+        directory = directory.with_name(f"{directory.name}-job{os.getpid()}")
+    plan = gpushare.Plan(devices, RUNS_PER_GPU, JOB_GPUS, str(directory))
     os.environ[gpushare.PLAN_ENV] = plan.to_env()
 
 
