@@ -45,12 +45,13 @@ def plan(tmp_path: Path, devices=("0", "1"), per_device=1, gpus=1) -> Plan:
     return Plan(list(devices), per_device, gpus, str(tmp_path / "shares"))
 
 
-def holder(tmp_path: Path, p: Plan, hold: float, record: Path | None = None) -> subprocess.Popen:
+def holder(tmp_path: Path, p: Plan, hold: float, record: Path | None = None,
+           **popen) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": SRC, gpushare.PLAN_ENV: p.to_env()}
     env.pop(gpushare.SLOTS_ENV, None)
     return subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(record or tmp_path / "record.jsonl"), str(hold)],
-        env=env,
+        env=env, **popen,
     )
 
 
@@ -154,12 +155,13 @@ def test_a_killed_jobs_share_is_claimed_again(tmp_path):
     record = tmp_path / "record.jsonl"
     first = holder(tmp_path, p, 600, record)
     wait_for(lambda: len(started(record)) == 1)
-    second = holder(tmp_path, p, 0, record)
-    time.sleep(1.0)
-    assert len(started(record)) == 1 and second.poll() is None  # waiting for the share
+    second = holder(tmp_path, p, 0, record, stderr=subprocess.PIPE, text=True)
+    assert second.stderr.readline().startswith("fedhet: waiting for a free share")
+    assert len(started(record)) == 1
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     assert second.wait(timeout=30) == 0
+    assert second.stderr.readline() == "fedhet: CUDA_VISIBLE_DEVICES=0 (a share of 1 per GPU)\n"
     assert [r["devices"] for r in started(record)] == ["0", "0"]
 
 
