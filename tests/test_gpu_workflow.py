@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -113,22 +111,18 @@ def test_served_and_declined_jobs_each_get_a_share_of_their_own(tmp_path):
     """runs_per_gpu=2 on 2 GPUs: Snakemake starts at most 4 GPU jobs (no --resources given),
     each on one GPU, never more than 2 on one; jobs the fork server runs (training) and jobs
     it declines (calibration) alike."""
+    from fedhet.forkclient import start_server, stop_server
+
     env = gpu_env(tmp_path, gpus=2)
-    socket = tmp_path / "fs.sock"
     (tmp_path / "server.py").write_text(SERVER)
-    server = subprocess.Popen(
-        [sys.executable, str(tmp_path / "server.py"), "--socket", str(socket)], env=env)
+    server = start_server(tmp_path / "server.log", max_jobs=16,
+                          command=[sys.executable, str(tmp_path / "server.py")])
     try:
-        deadline = time.monotonic() + 60
-        while not socket.exists():
-            assert server.poll() is None and time.monotonic() < deadline, "no fork server"
-            time.sleep(0.1)
-        snakemake(tmp_path, *targets(), "--cores", "8", "--config", "runs_per_gpu=2",
-                         "forkserver=False",
-                         env={**env, "FAKE_FEDHET_FORKSERVER": str(socket)})
+        snakemake(tmp_path, *targets(), "--cores", "8",
+                  "--config", "runs_per_gpu=2", "forkserver=False",
+                  env={**env, "FAKE_FEDHET_FORKSERVER": server.address})
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_server(server.process)
     assert gpu_limit(tmp_path) == "4"
     records = jobs(tmp_path)
     assert sorted(r["command"] for r in records) == ["calibrate"] * 8 + ["train"] * 4
