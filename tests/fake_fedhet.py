@@ -1,6 +1,11 @@
 """A stand-in for the `fedhet` command in workflow tests: same arguments and output files,
 no torch, milliseconds per call. Accuracies are a deterministic function of the run settings.
-Every call is appended to $FAKE_FEDHET_LOG (one line: command and run id or dataset)."""
+Every call is appended to $FAKE_FEDHET_LOG (one line: command and run id or dataset).
+
+Like `fedhet.cli.main`, a GPU command first claims its share of the GPUs (fedhet.gpushare).
+Where set: $FAKE_FEDHET_DEVICES gets one JSON line per GPU command (the CUDA_VISIBLE_DEVICES
+it ran with, whether a fork server ran it, when it ran), $FAKE_FEDHET_SECONDS makes it last
+that long, and $FAKE_FEDHET_FORKSERVER names a fork server whose workers run this fake."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 
@@ -20,6 +26,41 @@ def log(line: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    from fedhet.gpushare import GPU_COMMANDS, claim_for_command
+
+    claim_for_command(argv)
+    code = served(argv)
+    if code is not None:
+        return code
+    start = time.time()
+    code = run(argv)
+    if argv and argv[0] in GPU_COMMANDS and os.environ.get("FAKE_FEDHET_DEVICES"):
+        record = {"command": argv[0], "pid": os.getpid(), "start": start, "end": time.time(),
+                  "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                  "served": "fedhet.forkserver" in sys.modules}
+        with open(os.environ["FAKE_FEDHET_DEVICES"], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+    return code
+
+
+def served(argv: list[str]) -> int | None:
+    """The exit status of `argv` run by the fork server at $FAKE_FEDHET_FORKSERVER (whose
+    workers run this fake), as `fedhet.cli.main` asks $FEDHET_FORKSERVER's; None without."""
+    path = os.environ.pop("FAKE_FEDHET_FORKSERVER", None)  # the worker runs it here
+    if not path:
+        return None
+    from fedhet.forkclient import ENV, run_remote
+
+    os.environ[ENV] = path
+    try:
+        return run_remote(argv)
+    finally:
+        del os.environ[ENV]
+
+
+def run(argv: list[str]) -> int:
+    if argv and argv[0] in ("train", "calibrate"):
+        time.sleep(float(os.environ.get("FAKE_FEDHET_SECONDS") or 0))
     parser = argparse.ArgumentParser(prog="fedhet")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare-data")

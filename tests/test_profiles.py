@@ -8,6 +8,7 @@ needs a SLURM installation; the real cluster run is ci/slurm-smoke.sh.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -339,3 +340,65 @@ def test_the_workflows_gpu_jobs_ask_for_the_scales_gpus(gpus, expected):
             rule = None
     assert seen["train"] == {expected} and seen["calibrate"] == {expected}
     assert seen["analysis_figure"] == {""}
+
+
+# --------------------------------------------------------------------------------------------
+# several runs in one SLURM job: Snakemake's job groups (profiles/README.md)
+# --------------------------------------------------------------------------------------------
+
+# `snakemake ARGS`, printing what each group job asks for, as Snakemake computes it for the
+# submission (GroupJob.resources: summed over runs side by side, runtime over runs in series)
+GROUP_RESOURCES = """
+import json, sys
+from snakemake import jobs
+from snakemake.cli import main
+
+logged = jobs.GroupJob.log_info
+
+def log_info(self, *args, **kwargs):
+    print("GROUP", json.dumps({"jobs": len(self.jobs), **dict(self.resources.items())},
+                              default=str), flush=True)
+    return logged(self, *args, **kwargs)
+
+jobs.GroupJob.log_info = log_info
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def group_jobs(tmp_path: Path, *args: str) -> list[dict]:
+    (tmp_path / "Snakefile").write_text(TOY)
+    (tmp_path / "groups.py").write_text(GROUP_RESOURCES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDHET_SLURM_", "FEDHET_JOB"))}
+    cmd = [sys.executable, "groups.py", "-n", "--profile", str(PROFILES / "slurm"),
+           "--workflow-profile", "none", "--slurm-partition-config", str(PARTITIONS),
+           "--groups", "train=packed", "--group-components", "packed=2", *args]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line[6:]) for line in proc.stdout.splitlines() if line.startswith("GROUP ")]
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize(
+    "args, expected, flags",
+    [
+        # in series on one GPU: --cores caps a group job at one run's threads
+        (["--cores", "1"], {"gpu": 1, "_cores": 1, "mem_mb": 1000, "runtime": 20}, ["--gpus=1"]),
+        # side by side, a GPU each (a real run leaves --cores unset: no cap)
+        (["--cores", "1000"], {"gpu": 2, "_cores": 2, "mem_mb": 2000, "runtime": 10},
+         ["--gpus=2"]),
+        # side by side on one GPU
+        (["--cores", "1000", "--set-resources", "train:gpu=0", "train:gres=gpu:1",
+          "train:slurm_partition=gpu"],
+         {"gpu": 0, "gres": "gpu:1", "slurm_partition": "gpu", "_cores": 2, "mem_mb": 2000,
+          "runtime": 10}, ["--gres=gpu:1"]),
+    ],
+    ids=["series", "a-gpu-each", "one-gpu-shared"],
+)
+def test_job_groups_pack_runs_into_one_slurm_job(tmp_path, args, expected, flags):
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    groups = group_jobs(tmp_path, *args)
+    assert len(groups) == 1 and groups[0]["jobs"] == 2
+    assert {k: groups[0].get(k) for k in expected} == expected
+    assert set_gres_string(_Job(groups[0])).split() == flags

@@ -301,8 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from fedhet.forkclient import run_remote
+    from fedhet.gpushare import claim_for_command
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    claim_for_command(argv)  # a local workflow job's GPUs, wherever the command then runs
     served = run_remote(argv)  # a fork server of the running workflow, if there is one
     if served is not None:
         return served

@@ -13,7 +13,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from fedhet import catalog, names, papers
+from fedhet import catalog, gpushare, names, papers
 from fedhet import experiments as X
 from fedhet.config import ConfigError
 from fedhet.figures.kinds import FIGURE_KINDS
@@ -101,20 +101,15 @@ JOB_GPUS = gpus_per_job()
 
 
 @functools.cache
+def visible_gpu_ids():
+    """GPUs this machine shows its jobs (CUDA_VISIBLE_DEVICES entries), found without
+    importing torch: none where $CUDA_VISIBLE_DEVICES hides them or `nvidia-smi` is missing
+    or lists none."""
+    return gpushare.visible_devices()
+
+
 def visible_gpus():
-    """GPUs this machine shows its jobs, found without importing torch: none where
-    $CUDA_VISIBLE_DEVICES hides them or `nvidia-smi` is missing or lists none."""
-    devices = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if devices is not None and devices.strip() in ("", "-1"):
-        return 0
-    try:
-        listing = subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    found = sum(line.startswith("GPU ") for line in listing.splitlines())
-    return min(found, len(devices.split(","))) if devices else found
+    return len(visible_gpu_ids())
 
 
 def job_gpus(wildcards):
@@ -125,6 +120,41 @@ def job_gpus(wildcards):
     if local and not GPUS_GIVEN and not visible_gpus():
         return 0
     return JOB_GPUS
+
+
+# GPU jobs that may share one GPU of this machine: the config's, else the scale's (default 1)
+RUNS_PER_GPU = int(config.get("runs_per_gpu") or RES.get("runs_per_gpu", 1))
+
+
+def share_gpus():
+    """A run on this machine with GPUs: at most visible GPUs × runs_per_gpu GPU jobs at once
+    (unless `--resources gpu=N` says otherwise), each with a share of its own; the jobs'
+    `fedhet` commands claim it from the plan in $FEDHET_GPU_SHARES (fedhet.gpushare),
+    whether the fork server runs them or not. A cluster gives each job its GPUs; a cluster
+    job running a group of jobs shares out the GPUs it was given the same way."""
+    if workflow.subprocess_exec:
+        return  # a job of a run on this machine: that run's plan holds
+    for name in (gpushare.PLAN_ENV, gpushare.SLOTS_ENV):
+        os.environ.pop(name, None)  # never a plan of another run
+    local = workflow.local_exec and not workflow.dryrun
+    devices = visible_gpu_ids() if local else []
+    if not devices or not JOB_GPUS:
+        return
+    if JOB_GPUS > len(devices):
+        raise WorkflowError(
+            f"GPU jobs ask for {JOB_GPUS} GPUs each but this machine shows {len(devices)}; "
+            f"set FEDHET_JOB_GPUS (or the scale's resources.gpu) to at most {len(devices)}"
+        )
+    if "gpu" not in workflow.global_resources:
+        workflow.register_resource("gpu", len(devices) * RUNS_PER_GPU)
+    directory = gpushare.default_directory()
+    if not workflow.is_main_process:  # a cluster job: the GPUs of its allocation only
+        directory = directory.with_name(f"{directory.name}-job{os.getpid()}")
+    plan = gpushare.Plan(devices, RUNS_PER_GPU, JOB_GPUS, str(directory))
+    os.environ[gpushare.PLAN_ENV] = plan.to_env()
+
+
+share_gpus()
 
 
 FORKSERVER = {}  # the running fork server's process, under "process"
