@@ -277,6 +277,8 @@ def walk(tmp_path_factory):
             page.wait_for_selector("#app nav")
             w.settle()
             w.title = page.title()
+            w.sidebar_entries = [" ".join(s.split()) for s in
+                                 page.locator("#app nav ul a span").all_inner_texts()]
             w.landing()
             w.general()
             w.results()
@@ -321,3 +323,8 @@ def test_no_title_or_legend_is_clipped(walk):
 
 def test_the_tab_names_the_project_and_the_scale(walk):
     assert re.search(r"fedhet.*scale \w+", walk.title), walk.title
+
+
+def test_the_scorecard_comes_first_among_the_results(walk):
+    results = walk.sidebar_entries[walk.sidebar_entries.index("About") + 1:]
+    assert results and results[0].endswith("Scorecard"), walk.sidebar_entries

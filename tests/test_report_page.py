@@ -14,6 +14,7 @@ import yaml
 from docutils.core import publish_parts
 from jinja2 import Environment
 
+from fedhet import papers
 from fedhet.report import page, provenance
 from fedhet.report.__main__ import settings
 from fedhet.tables import scorecard
@@ -185,3 +186,10 @@ def test_the_scorecard_page_names_papers_explains_pairs_and_says_the_scale_once(
         assert words in scorecard.LEGEND
     md = scorecard.render_markdown(rows, "demo", 1, "Not comparable with the papers'.")
     assert "| FedImpro |" in md and "> **Scale demo.** Not comparable" in md
+
+
+def test_the_scorecard_comes_first_in_the_sidebar():
+    # the report sorts its sidebar entries as text (JavaScript's localeCompare: digits first)
+    entries = [papers.report_category(p) for p in papers.PAPERS] + [papers.SCORECARD_CATEGORY]
+    assert sorted(entries)[0] == papers.SCORECARD_CATEGORY
+    assert all(e[0].isdigit() for e in entries)

@@ -548,8 +548,8 @@ def scorecard_payload(selection):
     return payload
 
 
-# The scorecard's entry in the report's sidebar: first, before the papers' "1 · VHL" ...
-SCORECARD_CATEGORY = "0 · Scorecard"
+# The scorecard's entry in the report's sidebar: first, before the papers'.
+SCORECARD_CATEGORY = papers.SCORECARD_CATEGORY
 
 
 def report_config():
