@@ -144,16 +144,20 @@ def test_provenance_names_the_commit_a_dirty_tree_and_runs_of_other_commits(tmp_
     assert dirty.dirty and "uncommitted changes" in provenance.to_html(dirty)
 
 
-def test_provenance_outside_a_checkout_and_with_every_run_of_this_commit(tmp_path):
+def test_provenance_outside_a_checkout_and_with_every_run_of_this_commit(tmp_path, monkeypatch):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # git looks no higher
     runs = tmp_path / "runs"
     runs.mkdir()
     p = provenance.collect(tmp_path, runs, "small", [0])
-    assert p.commit is None or p.other_commits == {}  # tmp_path may sit inside a checkout
-    if p.commit is None:
-        assert "not a git checkout" in provenance.to_html(p)
-    write_run(runs, "r", p.commit)
-    assert "was trained by this commit" in provenance.to_html(
-        provenance.collect(tmp_path, runs, "small", [0]))
+    assert (p.commit, p.dirty, p.other_commits) == (None, False, {})
+    assert "unknown commit" in provenance.to_html(p)
+    write_run(runs, "r", "0" * 40)
+    assert provenance.collect(tmp_path, runs, "small", [0]).other_commits == {"0" * 40: ["r"]}
+
+
+def test_provenance_says_when_every_run_is_of_this_commit(tmp_path):
+    p = provenance.collect(ROOT, tmp_path, "demo", [0])
+    assert "was trained by this commit" in provenance.to_html(p)
 
 
 def test_the_seeds_come_from_the_config_or_else_the_scale(tmp_path, monkeypatch):

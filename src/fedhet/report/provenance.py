@@ -86,7 +86,7 @@ def to_html(p: Provenance) -> str:
     """The provenance as an HTML list for the report's landing text."""
     esc = html.escape
     if p.commit is None:
-        source = "not a git checkout (no commit recorded)"
+        source = "an unknown commit (not a git checkout, or no git installed)"
     else:
         source = f"commit <code>{esc(p.commit)}</code>"
         if p.dirty:
