@@ -550,6 +550,7 @@ def scorecard_payload(selection):
 
 # The scorecard's entry in the report's sidebar: first, before the papers'.
 SCORECARD_CATEGORY = papers.SCORECARD_CATEGORY
+SCORECARD_LABELS = {"page": "the papers' claims checked on our numbers"}
 
 
 def report_config():

@@ -39,6 +39,7 @@ rule scorecard:
             "results/{scale}/scorecard.html",
             caption="../../reports/scorecard.rst",
             category=SCORECARD_CATEGORY,
+            labels=SCORECARD_LABELS,
         ),
     log:
         "results/{scale}/logs/scorecard.log",
@@ -61,6 +62,7 @@ use rule scorecard as ci_scorecard with:
             "results/{scale}/ci/scorecard.html",
             caption="../../reports/scorecard.rst",
             category=SCORECARD_CATEGORY,
+            labels=SCORECARD_LABELS,
         ),
     log:
         "results/{scale}/logs/ci/scorecard.log",
