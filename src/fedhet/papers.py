@@ -23,6 +23,10 @@ def report_category(paper: str) -> str:
     return f"{PAPERS.index(paper) + 1} · {paper_name(paper)}"
 
 
+# The scorecard's entry in the report's sidebar: "0 · " sorts it before the papers' entries.
+SCORECARD_CATEGORY = "0 · Scorecard"
+
+
 def item_label(item_id: str, title: str) -> str:
     """A table's or figure's row in the report's sidebar: its id with every number padded to
     two digits, so that rows sorted as text follow the paper (t02 before t10, fig03a before

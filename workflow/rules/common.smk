@@ -248,12 +248,10 @@ def all_targets():
 
 
 def ci_targets():
-    """`snakemake ci`: a few whole tables/figures plus the runs of selected cells."""
-    try:
-        items, run_ids = X.ci_selection(EXP, config.get("ci") or {})
-    except ConfigError as err:
-        raise WorkflowError(str(err)) from None
-    out = []
+    """`snakemake ci`: a few whole tables/figures, the runs of selected cells and the
+    scorecard of the claims those tables check (its report looks like the full one)."""
+    items, run_ids = ci_items()
+    out = [f"results/{SCALE}/ci/scorecard.{ext}" for ext in ("csv", "md", "html")]
     for target in items:
         out.extend(item_outputs(target))
     for run_id in run_ids:
@@ -498,8 +496,9 @@ def rounds_terms(rounds):
     return terms
 
 
-# the report's introduction says the same (reports/workflow.rst)
+# the report's introduction says the same (reports/workflow.rst), under the scale's warning
 config["scale_note"] = scenario_note()
+config["scale_warning"] = " ".join(str(EXP.scale_config["warning"]).split())
 
 
 # Params of the figure rules (workflow/rules/figures.smk).
@@ -513,38 +512,63 @@ FIGURE_PARAMS = {
 }
 
 
-def claim_tables():
-    """Tables the claims of the built papers compare (inputs of the scorecard)."""
-    out = {}
-    for claim in EXP.claims():
-        if claim["paper"] not in config["papers"]:
-            continue
-        for side in ("better", "than"):
-            target = f"{claim['paper']}_{claim[side]['table']}"
-            out[target] = (
-                f"results/{SCALE}/tables/{ITEMS[target].paper}/{ITEMS[target].id}.csv"
-            )
-    return out
+def ci_items():
+    """The whole tables and figures of the `ci` target (config.yaml → ci.targets)."""
+    try:
+        return X.ci_selection(EXP, config.get("ci") or {})
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
 
 
-def scorecard_tables(wildcards):
-    return sorted(set(claim_tables().values()))
+def claim_targets(claim):
+    """The tables (<paper>_<id>) one claim compares."""
+    return {f"{claim['paper']}_{claim[side]['table']}" for side in ("better", "than")}
 
 
-def scorecard_payload(wildcards):
+def scorecard_claims(selection):
+    """Claims of a scorecard: of every built paper ("all"), or those whose tables the `ci`
+    target builds whole ("ci")."""
     claims = [c for c in EXP.claims() if c["paper"] in config["papers"]]
-    targets = claim_tables()
-    content = {
-        "claims": claims,
-        "payloads": {t: ITEMS[t].payload() for t in targets},
-        "seeds": EXP.seeds,
-        "papers": {
-            p: EXP.papers[p].get("title", p)
-            for p in config["papers"]
-            if p in EXP.papers
-        },
-    }
-    return X.Payload(content, f"{len(claims)} claims of config/papers/*.yaml")
+    if selection == "ci":
+        built = set(ci_items()[0])
+        claims = [c for c in claims if claim_targets(c) <= built]
+    return claims
+
+
+def scorecard_tables(selection):
+    """Input function: the long tables (CSV) the claims of a scorecard compare."""
+
+    def tables(wildcards):
+        targets = {t for c in scorecard_claims(selection) for t in claim_targets(c)}
+        return sorted(
+            f"results/{SCALE}/tables/{ITEMS[t].paper}/{ITEMS[t].id}.csv"
+            for t in targets
+        )
+
+    return tables
+
+
+def scorecard_payload(selection):
+    """Params function: the claims of a scorecard, their tables' payloads and the scale's
+    warning (the scorecard repeats it)."""
+
+    def payload(wildcards):
+        claims = scorecard_claims(selection)
+        targets = {t for c in claims for t in claim_targets(c)}
+        content = {
+            "claims": claims,
+            "payloads": {t: ITEMS[t].payload() for t in sorted(targets)},
+            "seeds": EXP.seeds,
+            "warning": config["scale_warning"],
+        }
+        return X.Payload(content, f"{len(claims)} claims of config/papers/*.yaml")
+
+    return payload
+
+
+# The scorecard's entry in the report's sidebar: first, before the papers'.
+SCORECARD_CATEGORY = papers.SCORECARD_CATEGORY
+SCORECARD_LABELS = {"page": "the papers' claims checked on our numbers"}
 
 
 def report_config():
@@ -554,11 +578,5 @@ def report_config():
     return yaml.safe_dump(keys, default_flow_style=True).strip()
 
 
-# Global report text: the scorecard rule writes a copy of reports/workflow.rst with the scorecard
-# appended; use it when it exists so the report opens with the scorecard.
-GENERATED_REPORT_TEXT = f"results/{SCALE}/report/workflow.rst"
-REPORT_TEXT = (
-    GENERATED_REPORT_TEXT
-    if (ROOT / GENERATED_REPORT_TEXT).exists()
-    else "reports/workflow.rst"
-)
+# The report's landing text (its title, the scale's warning, how to read the tables).
+REPORT_TEXT = "reports/workflow.rst"

@@ -1,5 +1,7 @@
 # The HTML report (reports/<scale>/report.html): built by Snakemake's own report generator from
-# every result of rule `results`. As a rule it reruns whenever a table, figure or caption changes.
+# every result of rule `results`, then finished by `python -m fedhet.report` (the tab's title, the
+# layout fixes of reports/report.css, the provenance of the build). As a rule it reruns whenever
+# a table, figure, caption or the stylesheet changes.
 
 
 rule report:
@@ -9,6 +11,7 @@ rule report:
             "reports/{caption}.rst",
             caption=["workflow", "table", "figure", "scorecard"],
         ),
+        css="reports/report.css",
     output:
         "reports/{scale}/report.html",
     log:
@@ -20,5 +23,7 @@ rule report:
         config=report_config(),
         config_file="results/{scale}/logs/report.config.yaml",
     shell:
-        "echo {params.config:q} > {params.config_file} && snakemake results"
-        " --report {output} --nolock --configfile {params.config_file} > {log} 2>&1"
+        "(echo {params.config:q} > {params.config_file} && snakemake results"
+        " --report {output} --nolock --configfile {params.config_file}"
+        " && python -m fedhet.report {output} --config {params.config_file}"
+        " --css {input.css}) > {log} 2>&1"

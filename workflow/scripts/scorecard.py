@@ -1,90 +1,35 @@
-"""The scorecard: every claim of the built papers checked on our numbers and on the papers'
-(Snakemake script). Also writes the report's front page (reports/workflow.rst + scorecard)."""
+"""The scorecard: every claim of the built papers (or of the `ci` target's tables) checked on our
+numbers and on the papers' (Snakemake script). Writes the long CSV, Markdown and the HTML page the
+report shows first (fedhet.tables.scorecard)."""
 
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from fedhet import atomic
 from fedhet import tables as T
-from fedhet.papers import paper_name
+from fedhet.tables import scorecard as S
 
 COLUMNS = ["paper", "claim", "scale", "seeds", "result", "ours", "in_paper", "require"]
-RULES = {"all": "needs every pair", "majority": "needs a majority of pairs"}
-
-
-def verdict(row) -> str:
-    """The result with the rule that decided it (all pairs, or a majority)."""
-    return f"**{row.result}** ({RULES.get(row.require, row.require)})"
-
-
-def rst_table(df: pd.DataFrame, scale: str, seeds: int) -> str:
-    out = [
-        "Scorecard",
-        "---------",
-        "",
-        f"Each claim of the papers checked at scale **{scale}** with {seeds} seed(s), on our "
-        "numbers and, as a check of the transcription, on the papers' own.",
-        "",
-        ".. list-table::",
-        "   :header-rows: 1",
-        "   :widths: 8 52 12 14 14",
-        "",
-        "   * - Paper",
-        "     - Claim",
-        "     - Result",
-        "     - Ours",
-        "     - In the paper",
-    ]
-    for row in df.itertuples(index=False):
-        out += [
-            f"   * - {paper_name(row.paper)}",
-            f"     - {row.claim}",
-            f"     - {verdict(row)}",
-            f"     - {row.ours}",
-            f"     - {row.in_paper}",
-        ]
-    if df.empty:
-        out += ["   * - –", "     - no claims configured", "     -", "     -", "     -"]
-    return "\n".join(out) + "\n"
 
 
 def main(sm) -> None:
     payload = sm.params.payload
     scale = sm.wildcards.scale
+    seeds = len(payload["seeds"])
     frames = {}
     for path in sm.input.tables:
         path = Path(path)
         frames[f"{path.parent.name}_{path.stem}"] = T.read_csv(path)
-    rows = []
-    for claim in payload["claims"]:
-        result = T.evaluate_claim(claim, payload["payloads"], frames)
-        rows.append({**result, "scale": scale, "seeds": len(payload["seeds"])})
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    rows = [
+        T.evaluate_claim(claim, payload["payloads"], frames) for claim in payload["claims"]
+    ]
+    df = pd.DataFrame([{**r, "scale": scale, "seeds": seeds} for r in rows], columns=COLUMNS)
     df.to_csv(sm.output.csv, index=False)
-    md = [
-        "# Scorecard",
-        "",
-        f"Scale `{scale}`, {len(payload['seeds'])} seed(s).",
-        "",
-        "| paper | claim | result | ours | in the paper |",
-        "|---|---|---|---|---|",
-    ]
-    md += [
-        f"| {r.paper} | {r.claim} | {verdict(r)} | {r.ours} | {r.in_paper} |"
-        for r in df.itertuples(index=False)
-    ]
-    Path(sm.output.md).write_text("\n".join(md) + "\n")
-    html = df.rename(columns={"in_paper": "in the paper"}).to_html(index=False, border=0)
-    Path(sm.output.html).write_text(
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><style>body{font-family:sans-serif;"
-        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}table{border-collapse:"
-        f"collapse}}</style></head><body><h3>Scorecard (scale {scale})</h3>{html}</body></html>"
-    )
-    front = Path(sm.input.text).read_text()
-    Path(sm.output.text).write_text(
-        front.rstrip() + "\n\n" + rst_table(df, scale, len(payload["seeds"]))
-    )
+    warning = payload["warning"]
+    atomic.write_text(sm.output.md, S.render_markdown(rows, scale, seeds, warning))
+    atomic.write_text(sm.output.html, S.render_html(rows, scale, seeds, warning))
     print(f"{len(df)} claims", file=sys.stderr)
 
 

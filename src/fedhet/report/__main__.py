@@ -1,0 +1,65 @@
+"""`python -m fedhet.report REPORT.html [--config FILE ...]`: finish a report Snakemake wrote
+(`snakemake --report`) in place: fedhet's tab title, stylesheet and provenance. Run from the
+workflow's directory; the `report` rule does it after building reports/<scale>/report.html."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from fedhet import atomic
+from fedhet.report import page, provenance
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m fedhet.report", description=__doc__)
+    p.add_argument("report", type=Path, help="the .html report `snakemake --report` wrote")
+    p.add_argument("--config", type=Path, nargs="*", default=[],
+                   help="config files the report was built with, over config/config.yaml "
+                        "(the scale and seeds)")
+    p.add_argument("--css", type=Path, default=Path("reports/report.css"))
+    return p.parse_args(argv)
+
+
+def settings(configs: list[Path]) -> tuple[str, list[int]]:
+    """The scale and seeds of config/config.yaml overridden by `configs` (as Snakemake merges
+    --configfile); the scale's own seeds where the config names none."""
+    merged: dict = {}
+    for path in [Path("config/config.yaml"), *configs]:
+        merged.update(yaml.safe_load(path.read_text()) or {})
+    scale = str(merged["scale"])
+    scale_file = Path("config/scales") / f"{scale}.yaml"
+    if not scale_file.exists():
+        raise SystemExit(f"{scale_file}: no such scale; run from the workflow's directory")
+    seeds = merged.get("seeds") or yaml.safe_load(scale_file.read_text()).get("seeds") or [0]
+    return scale, [int(s) for s in seeds]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.report.suffix != ".html":
+        raise SystemExit(f"{args.report}: only a single-file .html report can be finished")
+    scale, seeds = settings(args.config)
+    prov = provenance.collect(Path.cwd(), Path("results") / scale / "runs", scale, seeds)
+    try:
+        finished = page.finish(
+            args.report.read_text(encoding="utf-8"),
+            title=f"fedhet report · scale {scale}",
+            css=args.css.read_text(encoding="utf-8"),
+            provenance_html=provenance.to_html(prov),
+        )
+    except page.ReportPageError as err:
+        raise SystemExit(f"{args.report}: {err}") from None
+    atomic.write_text(args.report, finished)
+    others = sum(len(r) for r in prov.other_commits.values())
+    print(f"{args.report}: finished (commit {prov.commit or 'none'}"
+          f"{', uncommitted changes' if prov.dirty else ''}; {others} run(s) of another commit)",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,330 @@
+"""The finished HTML report in a real browser: headless Chromium (Debian's `chromium`) driven by
+Playwright (the `[browser]` extra), at a laptop's 1366×768. It opens the report, clicks every
+sidebar entry (Workflow, Statistics, About, every category, subcategory and result: its view and
+its information) and collects what a reader would meet:
+
+- a console error or uncaught exception;
+- an image that does not decode;
+- the landing view: its title, first paragraph and the scale's warning box not all in the window
+  without scrolling, or its top out of reach of the scroll bars;
+- a figure whose top (or left edge) lies out of reach of the scroll bars;
+- the sidebar wider than a third of the window;
+- a clipped title or legend: the landing title, a table's or the scorecard's heading or legend,
+  or a sidebar label whose box reaches outside its window or frame, or whose text overflows its
+  box. (Text inside the figures' PNGs is checked where they are drawn, by matplotlib:
+  tests/figure_checks.py, for every figure kind.)
+
+The report: $FEDHET_REPORT, else reports/demo/ci-report.html (what .ci/run builds and finishes).
+Where Chromium, Playwright or the report is missing the tests are skipped with the reason;
+$FEDHET_BROWSER_TEST=required (set by .ci/run) makes that a failure. $FEDHET_REPORT_SHOTS names a
+folder for screenshots of every view."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORT = Path(os.environ.get("FEDHET_REPORT") or ROOT / "reports" / "demo" / "ci-report.html")
+VIEWPORT = {"width": 1366, "height": 768}
+SLACK = 1  # CSS pixels: rounding of boxes
+
+# the content pane: the element after the sidebar (<nav>) in the template's outer row
+PANE = "document.querySelector('#app nav').nextElementSibling"
+
+
+def unavailable(reason: str) -> None:
+    if os.environ.get("FEDHET_BROWSER_TEST") == "required":
+        pytest.fail(f"{reason} ($FEDHET_BROWSER_TEST=required)")
+    pytest.skip(reason)
+
+
+def chromium() -> str | None:
+    return os.environ.get("FEDHET_CHROMIUM") or shutil.which("chromium") or shutil.which(
+        "chromium-browser")
+
+
+# --------------------------------------------------------------------------- checks in the page
+
+LANDING = """() => {
+  const pane = %s;
+  pane.scrollTop = 0; pane.scrollLeft = 0;
+  const out = [];
+  const box = (el) => el.getBoundingClientRect();
+  const inWindow = (r) => r.top >= -%d && r.left >= -%d && r.bottom <= innerHeight + %d
+                          && r.right <= innerWidth + %d;
+  const parts = {
+    'title': pane.querySelector('.prose h1'),
+    'first paragraph': pane.querySelector('.prose h1 ~ p'),
+    "scale's warning box": pane.querySelector('.prose .admonition.warning'),
+  };
+  for (const [name, el] of Object.entries(parts)) {
+    if (!el) { out.push(`no ${name}`); continue; }
+    const r = box(el);
+    if (!inWindow(r)) out.push(`${name} not in the window without scrolling: spans ` +
+      `x ${Math.round(r.left)}..${Math.round(r.right)}, y ${Math.round(r.top)}..` +
+      `${Math.round(r.bottom)} of ${innerWidth}x${innerHeight}`);
+  }
+  return out;
+}""" % (PANE, SLACK, SLACK, SLACK, SLACK)
+
+# where the pane's content starts when scrolled to the top left: above or left of the pane
+# means out of reach
+REACH = """(selector) => {
+  const pane = %s;
+  pane.scrollTop = 0; pane.scrollLeft = 0;
+  const el = selector ? pane.querySelector(selector) : pane.firstElementChild;
+  if (!el) return null;
+  const p = pane.getBoundingClientRect(), r = el.getBoundingClientRect();
+  return {top: r.top - p.top, left: r.left - p.left, height: r.height,
+          scrollHeight: pane.scrollHeight};
+}""" % PANE
+
+SIDEBAR = """() => {
+  const nav = document.querySelector('#app nav');
+  const out = {width: nav.getBoundingClientRect().width, window: innerWidth, clipped: []};
+  if (nav.scrollWidth > nav.clientWidth + %d)
+    out.clipped.push(`sidebar content ${nav.scrollWidth}px wide in ${nav.clientWidth}px`);
+  const nr = nav.getBoundingClientRect();
+  for (const el of nav.querySelectorAll('a span, td, li')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || !el.textContent.trim()) continue;
+    if (el.scrollWidth > el.clientWidth + %d || r.right > nr.right + %d || r.left < nr.left - %d)
+      out.clipped.push(`sidebar label "${el.textContent.trim().slice(0, 60)}"`);
+  }
+  return out;
+}""" % (SLACK, SLACK, SLACK, SLACK)
+
+# in a table's or the scorecard's page (an iframe): headings and legends inside the frame
+FRAME_TEXT = """() => {
+  const out = [];
+  const w = document.documentElement.clientWidth;
+  const els = document.querySelectorAll('h1, h2, h3, h4, p, caption');
+  if (!els.length) out.push('no heading or legend at all');
+  for (const el of els) {
+    const r = el.getBoundingClientRect();
+    if (r.left < -%d || r.right > w + %d || el.scrollWidth > el.clientWidth + %d)
+      out.push(`"${el.textContent.trim().slice(0, 60)}" spans x ${Math.round(r.left)}..` +
+               `${Math.round(r.right)} of ${w}`);
+  }
+  return out;
+}""" % (SLACK, SLACK, SLACK)
+
+IMAGE = """async () => {
+  const img = %s.querySelector('img');
+  if (!img) return {error: 'no image shown'};
+  try { await img.decode(); } catch (e) { return {error: `does not decode (${e.message})`}; }
+  if (!img.naturalWidth) return {error: 'decoded to an empty image'};
+  return {natural: [img.naturalWidth, img.naturalHeight]};
+}""" % PANE
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+class Walk:
+    """Open the report, click every entry, record the problems of each kind."""
+
+    def __init__(self, page, shots: Path | None):
+        self.page = page
+        self.shots = shots
+        self.problems: dict[str, list[str]] = {k: [] for k in (
+            "console", "image", "landing", "figure top", "sidebar", "clipped")}
+        self.views = 0
+        self.figures = 0
+        self.frames = 0
+
+    def note(self, kind: str, where: str, what: str) -> None:
+        self.problems[kind].append(f"{where}: {what}")
+
+    def shot(self, name: str) -> None:
+        if self.shots is not None:
+            self.shots.mkdir(parents=True, exist_ok=True)
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:80]
+            self.page.screenshot(path=str(self.shots / f"{self.views:03d}-{slug}.png"))
+
+    def settle(self) -> None:
+        self.page.wait_for_timeout(150)
+
+    def set_view(self, view: str) -> None:
+        self.page.evaluate(f"() => app.setView({view})")
+        self.settle()
+
+    def check_sidebar(self, where: str) -> None:
+        side = self.page.evaluate(SIDEBAR)
+        if side["width"] > side["window"] / 3 + SLACK:
+            self.note("sidebar", where, f"sidebar {side['width']:.0f}px wide, more than a third "
+                                        f"of the {side['window']}px window")
+        for label in side["clipped"]:
+            self.note("clipped", where, label)
+
+    def check_reach(self, where: str, selector: str | None, kind: str) -> None:
+        reach = self.page.evaluate(REACH, selector)
+        if reach is None:
+            return
+        if reach["top"] < -SLACK or reach["left"] < -SLACK:
+            self.note(kind, where, f"starts {-reach['top']:.0f}px above and {-reach['left']:.0f}"
+                                   "px left of the reachable area (scrolled to the top left)")
+
+    def landing(self) -> None:
+        where = "landing view"
+        for problem in self.page.evaluate(LANDING):
+            self.note("landing", where, problem)
+        self.check_reach(where, None, "landing")
+        title = self.page.evaluate(
+            f"() => {{ const h = {PANE}.querySelector('.prose h1'); if (!h) return null; "
+            "const r = h.getBoundingClientRect(); "
+            "return [r.left, r.right, h.scrollWidth > h.clientWidth + 1]; }")
+        if title and (title[0] < -SLACK or title[1] > VIEWPORT["width"] + SLACK or title[2]):
+            self.note("clipped", where, "the title reaches outside the window")
+        self.check_sidebar(where)
+        self.shot("landing")
+
+    def general(self) -> None:
+        for label in ("Workflow", "Statistics", "About"):
+            self.set_view("{navbarMode: 'menu'}")
+            self.page.locator("#app nav ul a", has_text=label).first.click()
+            self.settle()
+            self.views += 1
+            self.check_sidebar(label)
+            self.check_reach(label, None, "landing" if label == "Workflow" else "figure top")
+            self.shot(label)
+
+    def results(self) -> None:
+        categories = self.page.evaluate("() => Object.keys(categories)")
+        for category in categories:
+            self.set_view("{navbarMode: 'menu'}")
+            self.page.locator("#app nav ul a", has_text=category).first.click()
+            self.settle()
+            self.check_sidebar(category)
+            subcategories = self.page.evaluate(
+                "(c) => Object.keys(categories[c])", category)
+            for sub in subcategories:
+                if len(subcategories) > 1:
+                    self.page.evaluate("(c) => app.showCategory(c)", category)
+                    self.settle()
+                    self.page.locator("#app nav ul a", has_text=sub).first.click()
+                    self.settle()
+                self.rows(category, sub)
+
+    def rows(self, category: str, sub: str) -> None:
+        back = ("(a) => app.setView({navbarMode: 'subcategory', category: a[0], "
+                "subcategory: a[1]})")
+        rows = self.page.locator("#app nav tbody tr")
+        for i in range(rows.count()):
+            self.page.evaluate(back, [category, sub])
+            self.settle()
+            row = self.page.locator("#app nav tbody tr").nth(i)
+            label = " ".join(row.locator("td").first.inner_text().split())
+            where = f"{category} / {sub} / {label}"
+            buttons = row.locator("td").last.locator("a")
+            buttons.first.click()  # view
+            self.settle()
+            self.views += 1
+            self.check_sidebar(where)
+            self.content(where)
+            buttons = self.page.locator("#app nav tbody tr").nth(i).locator("td").last.locator(
+                "a")
+            if buttons.count() > 1:
+                buttons.last.click()  # information (the caption)
+                self.settle()
+                self.check_sidebar(f"{where} (information)")
+
+    def content(self, where: str) -> None:
+        kind = self.page.evaluate(f"() => app.state.content")
+        if kind == "img":
+            self.figures += 1
+            image = self.page.evaluate(IMAGE)
+            if "error" in image:
+                self.note("image", where, image["error"])
+            self.check_reach(where, "img", "figure top")
+            self.shot(where)
+        elif kind in ("html", "pdf"):
+            self.frames += 1
+            frame = self.page.locator(f"iframe").first.element_handle().content_frame()
+            frame.wait_for_load_state()
+            for problem in frame.evaluate(FRAME_TEXT):
+                self.note("clipped", where, problem)
+            self.shot(where)
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("Playwright is not installed: pip install -e '.[browser]'")
+    browser_path = chromium()
+    if browser_path is None:
+        unavailable("no Chromium: apt-get install chromium (or set $FEDHET_CHROMIUM)")
+    if not REPORT.is_file():
+        unavailable(f"no report at {REPORT}: snakemake ci --cores 2 && snakemake ci --report "
+                    f"{REPORT} && python -m fedhet.report {REPORT}")
+    shots = os.environ.get("FEDHET_REPORT_SHOTS")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            w = Walk(page, Path(shots) if shots else None)
+            page.on("console", lambda m: m.type == "error" and w.note(
+                "console", "console", m.text[:300]))
+            page.on("pageerror", lambda err: w.note("console", "uncaught", str(err)[:300]))
+            page.goto(REPORT.resolve().as_uri())
+            page.wait_for_selector("#app nav")
+            w.settle()
+            w.title = page.title()
+            w.sidebar_entries = [" ".join(s.split()) for s in
+                                 page.locator("#app nav ul a span").all_inner_texts()]
+            w.landing()
+            w.general()
+            w.results()
+        finally:
+            browser.close()
+    return w
+
+
+def problems(walk, kind: str) -> str:
+    found = walk.problems[kind]
+    return f"{len(found)} problem(s):\n" + "\n".join(found[:40])
+
+
+def test_every_entry_was_opened(walk):
+    # the ci report holds a scorecard, tables and figures: a walk that saw none checked nothing
+    assert walk.figures > 0 and walk.frames > 0, (walk.figures, walk.frames)
+
+
+def test_no_console_error(walk):
+    assert not walk.problems["console"], problems(walk, "console")
+
+
+def test_every_image_decodes(walk):
+    assert not walk.problems["image"], problems(walk, "image")
+
+
+def test_the_landing_view_shows_title_text_and_warning_from_its_top(walk):
+    assert not walk.problems["landing"], problems(walk, "landing")
+
+
+def test_every_figure_top_is_within_reach(walk):
+    assert not walk.problems["figure top"], problems(walk, "figure top")
+
+
+def test_the_sidebar_stays_within_a_third_of_the_window(walk):
+    assert not walk.problems["sidebar"], problems(walk, "sidebar")
+
+
+def test_no_title_or_legend_is_clipped(walk):
+    assert not walk.problems["clipped"], problems(walk, "clipped")
+
+
+def test_the_tab_names_the_project_and_the_scale(walk):
+    assert re.search(r"fedhet.*scale \w+", walk.title), walk.title
+
+
+def test_the_scorecard_comes_first_among_the_results(walk):
+    results = walk.sidebar_entries[walk.sidebar_entries.index("About") + 1:]
+    assert results and results[0].endswith("Scorecard"), walk.sidebar_entries
