@@ -1,0 +1,279 @@
+"""The leaderboard of a challenger: per paper and table, the challenger's result next to each of
+our methods', its rank among them, its wins, ties and losses over the table's settings, and the
+cost of both (torch-free).
+
+The input is one row per run: (paper, table, setting, method, seed) with the run's `value`
+(higher is better), its `status`, the cell's `chance` level and the paper's printed number, and
+the run's costs (`COLUMNS`). A cell is the runs of one method in one setting (all seeds). Cells
+are judged as the tables and the scorecard judge them: a cell is near chance when its mean over
+seeds is (`fedhet.tables.maths.near_chance`), diverged when any of its runs diverged
+(`fedhet.tables.schema.DIVERGED`); such settings are left out of a comparison and counted.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from fedhet.papers import paper_name
+from fedhet.tables.maths import NEAR_CHANCE, mean_std, near_chance
+from fedhet.tables.render import fmt
+from fedhet.tables.schema import DIVERGED
+from fedhet.tables.scorecard import STYLE
+
+KEY = ["paper", "table", "setting", "method"]
+COSTS = ["train_flops", "bytes_per_round", "seconds"]
+COLUMNS = [*KEY, "label", "seed", "value", "status", "chance", "paper_value", *COSTS]
+STATUSES = ("completed", DIVERGED)
+# both cells have at least this many seeds: a tie is judged by their spread, not the margin
+SPREAD_SEEDS = 3
+# slack for float rounding when a difference is compared with its tie threshold
+SLACK = 1e-9
+
+BOARD = ["paper", "table", "method", "label", "ours", "paper_value", "challenger", "rank",
+         "ranked", "wins", "ties", "losses", "excluded",
+         "train_flops", "challenger_train_flops", "bytes_per_round",
+         "challenger_bytes_per_round", "seconds", "challenger_seconds"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One method's runs in one setting."""
+
+    mean: float
+    std: float  # sample std over seeds (NaN under two seeds)
+    seeds: int
+    excluded: bool  # near chance, diverged, or without a value
+    paper_value: float
+
+
+def build_leaderboard(results: pd.DataFrame, challenger: str, *,
+                      tie_margin: float) -> pd.DataFrame:
+    """One row per (paper, table, method other than `challenger`), in the order the methods
+    first appear in `results`; tables without the challenger give none.
+
+    Per setting both the method and the challenger ran, their cells are compared unless either
+    is near chance or diverged (a run diverged, or the cell has no value: then the setting
+    counts in `excluded`; a setting only one of them ran is not counted): with c and m the two
+    means over seeds, the challenger wins when c − m exceeds the tie threshold, loses when
+    m − c does, and ties otherwise. The threshold is the seeds' spread, the larger of the two
+    cells' sample standard deviations over seeds, when both cells have at least three seeds;
+    else `tie_margin` (in the units of `value`).
+
+    `ours` and `challenger` are the two methods' means over the compared settings (mean of the
+    cells' means), `paper_value` the mean of the paper's numbers for the method over the same
+    settings (NaN where the paper prints none for one of them). `rank` is 1 + the number of
+    methods of the table whose `ours` beats the `challenger` of their row (each pair compared on
+    the settings both were compared in: on a full grid without exclusions, the rank by table
+    mean), out of `ranked` (the methods with a compared setting, and the challenger); <NA>
+    when the challenger was compared with none. Costs are means per run over every setting
+    both ran: training work (images × FLOPs), bytes per round and seconds, the method's and the
+    challenger's (`challenger_<cost>`)."""
+    _check(results, challenger, tie_margin)
+    cells = _cells(results)
+    rows = []
+    for (paper, table), runs in results.groupby(["paper", "table"], sort=False):
+        mine = cells.get((paper, table, challenger))
+        if mine is None:
+            continue
+        methods = [m for m in dict.fromkeys(runs["method"]) if m != challenger]
+        table_rows = [
+            _pair(runs, cells[(paper, table, method)], mine, method, challenger, tie_margin)
+            for method in methods
+        ]
+        _rank(table_rows)
+        rows += [{"paper": paper, "table": table, **row} for row in table_rows]
+    board = pd.DataFrame(rows, columns=BOARD)
+    for column in ("rank", "ranked", "wins", "ties", "losses", "excluded"):
+        board[column] = board[column].astype("Int64")
+    return board
+
+
+def _check(results: pd.DataFrame, challenger: str, tie_margin: float) -> None:
+    """ValueError naming what is wrong with the input and how to fix it."""
+    missing = [c for c in COLUMNS if c not in results.columns]
+    if missing:
+        raise ValueError(f"results lack column(s) {', '.join(missing)}; give one row per run "
+                         f"with columns {', '.join(COLUMNS)}")
+    if not (isinstance(tie_margin, numbers.Real) and not isinstance(tie_margin, bool)
+            and math.isfinite(tie_margin) and tie_margin >= 0):
+        raise ValueError(f"tie_margin is {tie_margin!r}; give a finite number >= 0")
+    if challenger not in set(results["method"]):
+        present = ", ".join(sorted(set(results["method"])))
+        raise ValueError(f"challenger '{challenger}' has no results; methods present: "
+                         f"{present or 'none'}")
+    bad = sorted(set(results["status"]) - set(STATUSES))
+    if bad:
+        raise ValueError(f"unknown run status {bad[0]!r}; valid: {', '.join(STATUSES)}")
+    twice = results.duplicated([*KEY, "seed"])
+    if twice.any():
+        row = results[twice].iloc[0]
+        raise ValueError("results hold a run twice: " + ", ".join(
+            f"{k}={row[k]}" for k in [*KEY, "seed"]))
+
+
+def _cells(results: pd.DataFrame) -> dict[tuple, dict[str, Cell]]:
+    """(paper, table, method) → setting → its cell."""
+    out: dict[tuple, dict[str, Cell]] = {}
+    for (paper, table, setting, method), runs in results.groupby(KEY, sort=False):
+        mean, std, n = mean_std(runs["value"].astype(float).tolist())
+        chance = _float(runs["chance"].iloc[0])
+        excluded = (
+            math.isnan(mean)
+            or bool((runs["status"] == DIVERGED).any())
+            or near_chance(mean, None if math.isnan(chance) else chance)
+        )
+        out.setdefault((paper, table, method), {})[setting] = Cell(
+            mean, std, n, excluded, _float(runs["paper_value"].iloc[0]))
+    return out
+
+
+def _float(value: object) -> float:
+    """A number of the input; NaN for a missing one (None, NaN, <NA>)."""
+    return math.nan if pd.isna(value) else float(value)
+
+
+def _outcome(challenger: Cell, method: Cell, tie_margin: float) -> str:
+    """'wins', 'ties' or 'losses' of the challenger's cell against the method's."""
+    if min(challenger.seeds, method.seeds) >= SPREAD_SEEDS:
+        threshold = max(challenger.std, method.std)
+    else:
+        threshold = tie_margin
+    diff = challenger.mean - method.mean
+    if abs(diff) <= threshold + SLACK:
+        return "ties"
+    return "wins" if diff > 0 else "losses"
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _pair(runs: pd.DataFrame, theirs: dict[str, Cell], mine: dict[str, Cell], method: str,
+          challenger: str, tie_margin: float) -> dict:
+    """The leaderboard row of one method against the challenger in one table (no rank yet)."""
+    shared = [s for s in theirs if s in mine]
+    compared = [s for s in shared if not (theirs[s].excluded or mine[s].excluded)]
+    counts = {"wins": 0, "ties": 0, "losses": 0}
+    for setting in compared:
+        counts[_outcome(mine[setting], theirs[setting], tie_margin)] += 1
+    in_shared = runs["setting"].isin(shared)
+    own = runs[in_shared & (runs["method"] == method)]
+    other = runs[in_shared & (runs["method"] == challenger)]
+    label = runs.loc[runs["method"] == method, "label"].iloc[0]
+    return {
+        "method": method, "label": label,
+        "ours": _mean([theirs[s].mean for s in compared]),
+        "paper_value": _mean([theirs[s].paper_value for s in compared]),
+        "challenger": _mean([mine[s].mean for s in compared]),
+        **counts, "excluded": len(shared) - len(compared),
+        **{cost: _mean(own[cost].astype(float).tolist()) for cost in COSTS},
+        **{f"challenger_{cost}": _mean(other[cost].astype(float).tolist()) for cost in COSTS},
+    }
+
+
+def _rank(rows: list[dict]) -> None:
+    """Set the challenger's rank among the table's methods on each of its rows."""
+    ranked = [r for r in rows if r["wins"] + r["ties"] + r["losses"] > 0]
+    rank = 1 + sum(1 for r in ranked if r["ours"] > r["challenger"])
+    for row in rows:
+        row["rank"] = rank if ranked else pd.NA
+        row["ranked"] = len(ranked) + 1 if ranked else pd.NA
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _number(value: float, digits: int) -> str:
+    """A value with `digits` decimals; `–` where there is none."""
+    return "–" if pd.isna(value) else f"{value:.{digits}f}"
+
+
+def _both(challenger: float, ours: float) -> str:
+    """Two costs as `challenger / method`, with SI prefixes (1.2T), `–` for a missing one."""
+    return " / ".join("–" if pd.isna(v) else fmt(float(v), "flops") for v in (challenger, ours))
+
+
+def readable(board: pd.DataFrame, challenger_label: str, *, digits: int = 2) -> pd.DataFrame:
+    """The leaderboard as the report shows it: text cells under readable column names, every
+    result with `digits` decimals, costs with SI prefixes as `challenger / method`."""
+    who = challenger_label
+    rows = []
+    for r in board.itertuples(index=False):
+        compared = not pd.isna(r.rank)
+        rows.append({
+            "Paper": paper_name(r.paper),
+            "Table": r.table,
+            "Method": r.label,
+            "Ours": _number(r.ours, digits),
+            "In the paper": _number(r.paper_value, digits),
+            who: _number(r.challenger, digits),
+            f"Rank of {who}": f"{r.rank} of {r.ranked}" if compared else "–",
+            "Wins / ties / losses": f"{r.wins} / {r.ties} / {r.losses}",
+            "Left out": str(r.excluded),
+            f"Training work, {who} / method": _both(r.challenger_train_flops, r.train_flops),
+            f"Bytes per round, {who} / method": _both(r.challenger_bytes_per_round,
+                                                     r.bytes_per_round),
+            f"Seconds, {who} / method": " / ".join(
+                _number(v, 0) for v in (r.challenger_seconds, r.seconds)),
+        })
+    columns = ["Paper", "Table", "Method", "Ours", "In the paper", who, f"Rank of {who}",
+               "Wins / ties / losses", "Left out", f"Training work, {who} / method",
+               f"Bytes per round, {who} / method", f"Seconds, {who} / method"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def legend(challenger_label: str, tie_margin: float) -> str:
+    """What the leaderboard's columns mean, the tie rule and its margin included."""
+    who = challenger_label
+    return (
+        f"Per paper and table, {who} against each of our methods, both run under the same "
+        f"protocol, scale and seeds. Ours, {who}: the two methods' mean over the settings "
+        "compared; in the paper: the paper's number for the method over the same settings. "
+        f"Rank: {who}'s place among our methods by mean (1 = best). Wins / ties / losses: per "
+        f"setting, {who}'s mean over seeds against the method's; a tie is a difference within "
+        f"the seeds' spread (the larger of the two standard deviations over seeds) when both "
+        f"have {SPREAD_SEEDS} or more seeds, else within {tie_margin:g}. Left out: settings "
+        "where either method is near chance (less than "
+        f"{NEAR_CHANCE:.0%} of the way from chance to 100%) or diverged, not compared. Costs: "
+        "mean per run; training work in images × FLOPs (fedhet's counter), bytes sent per "
+        "round; seconds measured, for reference only."
+    )
+
+
+def render_markdown(board: pd.DataFrame, challenger_label: str, tie_margin: float,
+                    scale: str, *, digits: int = 2) -> str:
+    """The leaderboard as a Markdown page."""
+    table = readable(board, challenger_label, digits=digits)
+    out = [f"# Leaderboard of {challenger_label}", "",
+           f"Scale: `{scale}`. {legend(challenger_label, tie_margin)}", "",
+           "| " + " | ".join(table.columns) + " |", "|" + "|".join(["---"] * table.shape[1]) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(out) + "\n"
+
+
+def render_html(board: pd.DataFrame, challenger_label: str, tie_margin: float, scale: str,
+                *, digits: int = 2) -> str:
+    """The leaderboard as a standalone HTML page, styled like the scorecard."""
+    esc = html.escape
+    table = readable(board, challenger_label, digits=digits)
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>Leaderboard of {esc(challenger_label)}, scale {esc(scale)}</title>"
+        f"<style>{STYLE}</style></head><body>",
+        f"<h3>Leaderboard of {esc(challenger_label)}</h3>",
+        f"<p>Scale <b>{esc(scale)}</b>. {esc(legend(challenger_label, tie_margin))}</p>",
+        "<table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in table.columns) + "</tr>",
+    ]
+    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
+              for row in table.itertuples(index=False)]
+    if table.empty:
+        parts.append(f"<tr><td colspan='{table.shape[1]}'>No table holds both "
+                     f"{esc(challenger_label)} and one of our methods.</td></tr>")
+    parts.append("</table></body></html>")
+    return "\n".join(parts) + "\n"

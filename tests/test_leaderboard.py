@@ -1,0 +1,225 @@
+"""The leaderboard's maths on synthetic results whose ranks, wins, ties, losses and left-out
+settings are known by construction: ties by the seeds' spread with three seeds, by the margin
+with fewer, near-chance and diverged settings left out and counted, several papers and tables,
+a challenger that is best or worst; and the report's rendering of it."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from fedhet.analysis.leaderboard import build_leaderboard, legend, readable, render_html
+
+NAN = math.nan
+CHANCE = 10.0  # ten classes: near chance below 10 + 0.1 · 90 = 19
+
+
+def cell(paper: str, table: str, setting: str, method: str, values: list[float], *,
+         chance: float = CHANCE, paper_value: float = NAN, flops: float = 1e12,
+         nbytes: float = 4e6, seconds: float = 10.0, diverged: bool = False) -> list[dict]:
+    """The runs of one cell, one per value (seed 0, 1, ...); a NaN value is a diverged run, and
+    so is the last when `diverged` (a value kept from before it diverged)."""
+    runs = [
+        {"paper": paper, "table": table, "setting": setting, "method": method,
+         "label": method.upper(), "seed": seed, "value": value,
+         "status": "diverged" if math.isnan(value) else "completed", "chance": chance,
+         "paper_value": paper_value, "train_flops": flops * (seed + 1),
+         "bytes_per_round": nbytes, "seconds": seconds}
+        for seed, value in enumerate(values)
+    ]
+    if diverged:
+        runs[-1]["status"] = "diverged"
+    return runs
+
+
+def frame(*cells: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([run for runs in cells for run in runs])
+
+
+def row(board: pd.DataFrame, paper: str, table: str, method: str) -> pd.Series:
+    found = board[(board.paper == paper) & (board.table == table) & (board.method == method)]
+    assert len(found) == 1, f"{paper} {table} {method}: {len(found)} rows"
+    return found.iloc[0]
+
+
+def wtl(r: pd.Series) -> tuple[int, int, int, int]:
+    return int(r.wins), int(r.ties), int(r.losses), int(r.excluded)
+
+
+# VHL-like table, three seeds: ties are judged by the seeds' spread (a margin of 0.5 would
+# decide s2 and the fedprox s3 otherwise)
+SPREAD = frame(
+    cell("vhl", "1", "s1", "fedavg", [49, 50, 51]), cell("vhl", "1", "s1", "mine", [51, 52, 53]),
+    cell("vhl", "1", "s1", "fedprox", [39, 40, 41]),
+    # fedavg's spread 2 covers the difference 1.5: a tie
+    cell("vhl", "1", "s2", "fedavg", [48, 50, 52]),
+    cell("vhl", "1", "s2", "mine", [50.5, 51.5, 52.5]),
+    cell("vhl", "1", "s2", "fedprox", [50, 51, 52]),
+    # a difference of exactly the spread (1) is a tie
+    cell("vhl", "1", "s3", "fedavg", [59, 60, 61]), cell("vhl", "1", "s3", "mine", [54, 55, 56]),
+    cell("vhl", "1", "s3", "fedprox", [53, 54, 55]),
+    # the challenger near chance (15 < 19): left out against every method
+    cell("vhl", "1", "s4", "fedavg", [30, 31, 32]), cell("vhl", "1", "s4", "mine", [14, 15, 16]),
+    cell("vhl", "1", "s4", "fedprox", [30, 30, 30]),
+    # fedavg diverged in one seed: left out against fedavg only
+    cell("vhl", "1", "s5", "fedavg", [40, NAN, 40]), cell("vhl", "1", "s5", "mine", [69, 70, 71]),
+    cell("vhl", "1", "s5", "fedprox", [64, 65, 66]),
+)
+
+
+def test_three_seeds_tie_within_the_spread_and_exclusions_are_counted():
+    board = build_leaderboard(SPREAD, "mine", tie_margin=0.5)
+    assert list(board.method) == ["fedavg", "fedprox"]  # no row for the challenger itself
+    fedavg = row(board, "vhl", "1", "fedavg")
+    assert wtl(fedavg) == (1, 1, 1, 2)  # s1 win, s2 tie, s3 loss; s4, s5 left out
+    assert fedavg.ours == pytest.approx((50 + 50 + 60) / 3)
+    assert fedavg.challenger == pytest.approx((52 + 51.5 + 55) / 3)
+    fedprox = row(board, "vhl", "1", "fedprox")
+    assert wtl(fedprox) == (2, 2, 0, 1)  # s1, s5 wins; s2, s3 ties; s4 left out
+    assert fedprox.ours == pytest.approx((40 + 51 + 54 + 65) / 4)
+    assert fedprox.challenger == pytest.approx((52 + 51.5 + 55 + 70) / 4)
+    # fedavg beats the challenger on their settings, fedprox does not
+    assert (board["rank"] == 2).all() and (board["ranked"] == 3).all()
+    assert fedavg.label == "FEDAVG"
+
+
+def test_a_cell_near_chance_or_diverged_on_the_method_side_is_left_out_too():
+    results = frame(cell("vhl", "1", "s1", "a", [18.9]), cell("vhl", "1", "s1", "mine", [60]),
+                    cell("vhl", "1", "s2", "a", [19.1]), cell("vhl", "1", "s2", "mine", [60]),
+                    # chance 50 (two classes): 54 is near chance, 56 is not
+                    cell("vhl", "1", "s3", "a", [54], chance=50.0),
+                    cell("vhl", "1", "s3", "mine", [56], chance=50.0),
+                    # no chance level known: never near chance
+                    cell("vhl", "1", "s4", "a", [1], chance=NAN),
+                    cell("vhl", "1", "s4", "mine", [2], chance=NAN),
+                    # a diverged run, whatever value it reports, leaves its setting out
+                    cell("vhl", "1", "s5", "a", [70, 90], diverged=True),
+                    cell("vhl", "1", "s5", "mine", [60, 60]))
+    assert wtl(row(build_leaderboard(results, "mine", tie_margin=0.5), "vhl", "1", "a")) == \
+        (2, 0, 0, 3)
+
+
+def test_fewer_than_three_seeds_tie_within_the_margin():
+    results = frame(
+        # two seeds each: 0.4 within the margin, a tie although the spreads are wide
+        cell("fedbr", "3", "s1", "a", [69, 71]), cell("fedbr", "3", "s1", "mine", [70.4, 70.4]),
+        # difference 1 over the margin: a win although a's spread (1.41) covers it
+        cell("fedbr", "3", "s2", "a", [60, 62]), cell("fedbr", "3", "s2", "mine", [62, 62]),
+        # one seed each
+        cell("fedbr", "3", "s3", "a", [80]), cell("fedbr", "3", "s3", "mine", [79.7]),
+        cell("fedbr", "3", "s4", "a", [80]), cell("fedbr", "3", "s4", "mine", [78]),
+        # three seeds against two: the margin decides (the spread 1 would tie)
+        cell("fedbr", "3", "s5", "a", [49, 50, 51]), cell("fedbr", "3", "s5", "mine", [50.8, 50.8]),
+    )
+    assert wtl(row(build_leaderboard(results, "mine", tie_margin=0.5), "fedbr", "3", "a")) == \
+        (2, 2, 1, 0)
+    # a wider margin turns the win of s2 and s5 and the loss of s4 into ties
+    assert wtl(row(build_leaderboard(results, "mine", tie_margin=2.0), "fedbr", "3", "a")) == \
+        (0, 5, 0, 0)
+
+
+def test_ranks_per_table_over_papers_and_tables():
+    methods = {"a": 60, "b": 50, "c": 40}
+    results = frame(
+        # FedImpro Table 1: the challenger best
+        *[cell("fedimpro", "1", s, m, [v + k]) for m, v in methods.items() for k, s in
+          enumerate(["x", "y"])],
+        *[cell("fedimpro", "1", s, "mine", [70 + k]) for k, s in enumerate(["x", "y"])],
+        # FedImpro Table 2: the challenger worst
+        *[cell("fedimpro", "2", "x", m, [v]) for m, v in methods.items()],
+        cell("fedimpro", "2", "x", "mine", [30]),
+        # CCVR Table 1: the challenger between b and c, and absent from one setting (not counted)
+        *[cell("ccvr", "1", "x", m, [v]) for m, v in methods.items()],
+        cell("ccvr", "1", "x", "mine", [45]), cell("ccvr", "1", "z", "a", [10]),
+        # a table without the challenger: no rows
+        *[cell("ccvr", "2", "x", m, [v]) for m, v in methods.items()],
+    )
+    board = build_leaderboard(results, "mine", tie_margin=0.5)
+    assert list(zip(board.paper, board.table)) == [("fedimpro", "1")] * 3 + \
+        [("fedimpro", "2")] * 3 + [("ccvr", "1")] * 3
+    ranks = board.groupby(["paper", "table"], sort=False)["rank"]
+    assert (ranks.nunique() == 1).all()  # one rank per table, on each of its rows
+    assert ranks.first().to_dict() == {("fedimpro", "1"): 1, ("fedimpro", "2"): 4,
+                                       ("ccvr", "1"): 3}
+    assert (board["ranked"] == 4).all()
+    assert wtl(row(board, "fedimpro", "1", "c")) == (2, 0, 0, 0)
+    assert wtl(row(board, "fedimpro", "2", "a")) == (0, 0, 1, 0)
+    assert wtl(row(board, "ccvr", "1", "a")) == (0, 0, 1, 0)  # z: the challenger did not run
+    assert wtl(row(board, "ccvr", "1", "c")) == (1, 0, 0, 0)
+
+
+def test_a_challenger_compared_with_no_one_has_no_rank():
+    results = frame(cell("fedlgd", "1", "x", "a", [60]), cell("fedlgd", "1", "x", "mine", [12]),
+                    cell("fedlgd", "1", "x", "b", [NAN]))
+    board = build_leaderboard(results, "mine", tie_margin=0.5)
+    assert board["rank"].isna().all() and board["ranked"].isna().all()
+    assert wtl(row(board, "fedlgd", "1", "b")) == (0, 0, 0, 1)
+    assert math.isnan(row(board, "fedlgd", "1", "a").ours)
+
+
+def test_paper_values_and_costs_are_means_over_the_same_settings():
+    results = frame(
+        cell("vhl", "2", "s1", "a", [50, 52], paper_value=55.0, flops=2e12, nbytes=8e6,
+             seconds=20.0),
+        cell("vhl", "2", "s1", "mine", [53, 53], flops=1e12, nbytes=4e6, seconds=12.0),
+        cell("vhl", "2", "s2", "a", [60, 60], paper_value=65.0, flops=2e12, nbytes=8e6,
+             seconds=30.0),
+        cell("vhl", "2", "s2", "mine", [61, 61], flops=3e12, nbytes=4e6, seconds=14.0),
+        # near chance: left out of the results but its runs cost as much
+        cell("vhl", "2", "s3", "a", [12, 12], flops=2e12, nbytes=8e6, seconds=40.0),
+        cell("vhl", "2", "s3", "mine", [55, 55], flops=2e12, nbytes=4e6, seconds=16.0),
+        # the paper prints no number for b in s2: no mean of the paper's numbers
+        cell("vhl", "2", "s1", "b", [40], paper_value=45.0),
+        cell("vhl", "2", "s2", "b", [40]),
+    )
+    board = build_leaderboard(results, "mine", tie_margin=0.5)
+    a = row(board, "vhl", "2", "a")
+    assert a.paper_value == pytest.approx(60.0) and a.ours == pytest.approx(55.5)
+    # per run: seed k does (k + 1) × the cell's flops
+    assert a.train_flops == pytest.approx(2e12 * 1.5)
+    assert a.challenger_train_flops == pytest.approx((1e12 + 3e12 + 2e12) * 1.5 / 3)
+    assert (a.bytes_per_round, a.challenger_bytes_per_round) == (8e6, 4e6)
+    assert (a.seconds, a.challenger_seconds) == pytest.approx((30.0, 14.0))
+    assert math.isnan(row(board, "vhl", "2", "b").paper_value)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r.drop(columns=["chance", "seconds"]), "results lack column(s) chance, seconds"),
+    (lambda r: r.assign(status="crashed"), "unknown run status 'crashed'"),
+    (lambda r: pd.concat([r, r.iloc[:1]]), "results hold a run twice: paper=vhl, table=1"),
+])
+def test_bad_results_are_refused_with_what_to_fix(change, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_leaderboard(change(SPREAD), "mine", tie_margin=0.5)
+
+
+def test_an_unknown_challenger_or_margin_is_refused():
+    with pytest.raises(ValueError, match="challenger 'theirs' has no results; methods present: "
+                                         "fedavg, fedprox, mine"):
+        build_leaderboard(SPREAD, "theirs", tie_margin=0.5)
+    for margin in (-0.1, NAN):
+        with pytest.raises(ValueError, match="tie_margin is .*; give a finite number >= 0"):
+            build_leaderboard(SPREAD, "mine", tie_margin=margin)
+
+
+def test_the_report_table_reads_as_the_legend_says():
+    board = build_leaderboard(SPREAD, "mine", tie_margin=0.5)
+    table = readable(board, "Mine")
+    assert list(table.columns[:7]) == ["Paper", "Table", "Method", "Ours", "In the paper",
+                                       "Mine", "Rank of Mine"]
+    first = table.iloc[0]
+    assert (first.Paper, first.Method, first.Ours, first["In the paper"], first.Mine) == \
+        ("VHL", "FEDAVG", "53.33", "–", "52.83")
+    assert first["Rank of Mine"] == "2 of 3"
+    assert first["Wins / ties / losses"] == "1 / 1 / 1" and first["Left out"] == "2"
+    # five settings, three seeds with 1, 2, 3 × 1e12: 2T per run for both
+    assert first["Training work, Mine / method"] == "2T / 2T"
+    assert first["Bytes per round, Mine / method"] == "4M / 4M"
+    assert readable(board, "Mine", digits=1).iloc[0].Ours == "53.3"
+    text = legend("Mine", 0.5)
+    assert "within 0.5" in text and "3 or more seeds" in text and "10% of the way" in text
+    page = render_html(board, "Mine", 0.5, "demo")
+    assert page.count("<tr>") == 3 and "within 0.5" in page and "53.33" in page
