@@ -204,3 +204,56 @@ def test_an_implementation_that_fails_to_import_is_named_and_stops_no_fork_serve
     from fedhet.forkserver import _preload
 
     _preload()  # fedhet's own methods only: the server starts whatever other packages hold
+
+
+def test_the_installed_packages_fingerprint_follows_install_edit_and_removal(site):
+    none = external.installed()
+    _toy(site)
+    first = external.installed()
+    assert first != none
+    assert external.installed() == first  # read afresh, the same while nothing changes
+    assert "fedhet_toy" not in sys.modules  # nothing of the package is imported for it
+    plugin = site.root / "fedhet_toy" / "plugin.py"
+    plugin.write_text(plugin.read_text().replace("pow(2)", "abs()"))  # no cache to clear
+    edited = external.installed()
+    assert edited not in (none, first)
+    site.install("toy-other", "1.0", {"other": "toy_other"},
+                 {"toy_other": CLASH.format(name="other", module="toy_other")})
+    both = external.installed()
+    assert both not in (none, first, edited)
+    shutil.rmtree(site.root / "toy_other-1.0.dist-info")
+    assert external.installed() == edited  # removed again
+
+
+def test_a_fork_server_serves_no_edited_external_method(site, tmp_path, monkeypatch):
+    """A server started with the toy package serves its commands until the package's source
+    changes; then each command runs in its own process and says why."""
+    from fedhet import forkclient
+
+    _toy(site)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site.root), str(SRC)]),
+           "OMP_NUM_THREADS": "1"}
+    env.pop(forkclient.ENV, None)
+    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])  # the server finds the package too
+    server = forkclient.start_server(tmp_path / "server.log", max_jobs=2)
+    try:
+        def methods() -> subprocess.CompletedProcess:
+            done = subprocess.run([sys.executable, "-m", "fedhet.cli", "methods"],
+                                  env={**env, forkclient.ENV: server.address}, cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            return done
+
+        served = methods()
+        assert "in its own process" not in served.stderr
+        assert "logitpen (plugin, toy-methods 0.1): logit penalty" in served.stdout
+        declarations = site.root / "fedhet_toy" / "__init__.py"
+        declarations.write_text(declarations.read_text().replace(
+            'summary="logit penalty', 'summary="edited penalty'))
+        alone = methods()  # the server holds the old declaration: it must not answer
+        assert "logitpen (plugin, toy-methods 0.1): edited penalty" in alone.stdout
+        assert "the fork server declined it: an external method package changed after the " \
+               "server started" in alone.stderr
+        assert "running this command in its own process" in alone.stderr
+    finally:
+        forkclient.stop_server(server.process)

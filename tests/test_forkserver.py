@@ -146,8 +146,9 @@ def test_no_server_or_a_stale_one_runs_the_command_here(tmp_path, server, monkey
     assert "another installation" not in err
 
 
-def test_the_server_names_why_it_declines():
-    from fedhet.forkserver import _decline_reason
+def test_the_server_names_why_it_declines(monkeypatch):
+    from fedhet import external
+    from fedhet.forkserver import _decline_reason, _methods_changed
 
     ours = {"python": os.path.realpath(sys.executable), "package": str(forkclient.PACKAGE),
             "fingerprint": 1.0}
@@ -156,6 +157,10 @@ def test_the_server_names_why_it_declines():
     assert "imports fedhet from /elsewhere" in _decline_reason({**ours, "package": "/elsewhere"},
                                                                  2.0, 2)
     assert "changed after the server started" in _decline_reason(ours, started=0.5, nfds=2)
+    monkeypatch.setattr(external, "installed", lambda: "abc")  # the packages on disk now
+    assert _methods_changed("abc") is None
+    assert "an external method package changed after the server started" in \
+        _methods_changed("abd")
 
 
 def test_a_fedhet_command_of_another_python_is_found_before_any_job(tmp_path, monkeypatch):

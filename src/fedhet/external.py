@@ -181,14 +181,37 @@ def _files(root: str) -> list[tuple[str, Path]]:
     return []
 
 
-@cache
-def source_hash(roots: tuple[str, ...]) -> str:
-    """sha256 (16 hex digits) of the names and contents of the source files of `roots`."""
+def _source_digest(roots: tuple[str, ...]) -> str:
+    """sha256 (16 hex digits) of the names and contents of the source files of `roots`, as
+    they are now."""
     digest = hashlib.sha256()
     for root in roots:
         for name, path in _files(root):
             digest.update(name.encode() + b"\0")
             digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@cache
+def source_hash(roots: tuple[str, ...]) -> str:
+    """`_source_digest(roots)`, read once per process (a run's identity)."""
+    return _source_digest(roots)
+
+
+def installed() -> str:
+    """sha256 (16 hex digits) of the external method packages as this process finds them: each
+    entry point of group `GROUP` with its distribution's name and version, and the source hash
+    of the top-level module it names (where the declarations and, as a package lays them out,
+    their code live). Installing, removing, upgrading or editing one changes it; nothing of the
+    packages is imported, and it is read afresh at each call (the fork server compares it with
+    its value at the start before each job, to run no stale code)."""
+    digest = hashlib.sha256()
+    for ep in sorted(importlib.metadata.entry_points(group=GROUP),
+                     key=lambda ep: (_package(ep).name.lower(), ep.name, ep.value)):
+        package = _package(ep)
+        roots = tuple(sorted({ep.module.split(".")[0]} - {"fedhet"}))
+        digest.update(f"{package.label}\0{package.entry_point}\0{_source_digest(roots)}\n"
+                      .encode())
     return digest.hexdigest()[:16]
 
 

@@ -12,8 +12,10 @@ change) with the job's whole environment, thread count and output files, and ret
 status. When the job is
 killed, its worker is killed. The command runs in its own process instead, and says why on
 stderr, when there is no server, when the socket is not the server's, when the server runs
-another installation or Python, when a source file of fedhet changed after the server started
-(it would run stale code), or when as many jobs as Snakemake runs at once already run on it.
+another installation or Python, when a source file of fedhet or an external method package
+changed after the server started (it would run stale code; for the packages, the server compares
+`fedhet.external.installed()` now with its value at the start: one installed, removed, upgraded
+or edited), or when as many jobs as Snakemake runs at once already run on it.
 
 Only its own user reaches it: the socket lives in a directory of mode 0700 with an
 unpredictable name that the server creates (and removes when it stops), bound with umask 077,
@@ -41,6 +43,7 @@ import tempfile
 import time
 import traceback
 
+from fedhet import external
 from fedhet.atomic import pid_alive
 from fedhet.forkclient import DECLINED, ENV, MAX_REQUEST, PACKAGE, fingerprint, recv_exactly
 from fedhet.peercred import Peer, Unavailable, check_available, peer
@@ -52,9 +55,9 @@ FULL_WAIT_SECONDS = 2.0  # at the cap, how long a new job waits for a finished j
 
 
 def _preload() -> None:
-    """Import what a job imports: torch, the engine, every model and fedhet's own methods (a
-    method of another package is imported by each job that uses it: its source is not in the
-    fingerprint, and a failing import must not stop the server)."""
+    """Import what a job imports: torch, the engine, every model and fedhet's own methods (the
+    code of a method of another package is imported by each job that uses it: a failing import
+    must not stop the server)."""
     import torch  # noqa: F401
 
     import fedhet.cli  # noqa: F401
@@ -127,6 +130,18 @@ def _decline_reason(request: dict, started: float, nfds: int) -> str | None:
     return None
 
 
+def _methods_changed(methods: str) -> str | None:
+    """Why the server must not run a job when the external method packages on disk
+    (`fedhet.external.installed()`, read now) are not those it started with (`methods`): the
+    declarations it imported then would be stale; None when they are the same. Read here, in
+    the job's handler, rather than by the job's client: the server has importlib.metadata
+    loaded already, so each job pays only for the scan."""
+    if external.installed() == methods:
+        return None
+    return ("an external method package changed after the server started (one was installed, "
+            "removed, upgraded or edited)")
+
+
 def _decline(conn: socket.socket, job: str, why: str) -> None:
     """Log why `job` is not run here and tell its client."""
     print(f"declined {job}: {why}; it runs in its own process (imports torch itself)",
@@ -162,14 +177,14 @@ def _read_request(conn: socket.socket, job: str) -> tuple[dict | None, list[int]
     return request, fds
 
 
-def _handle(conn: socket.socket, started: float, client: Peer) -> None:
+def _handle(conn: socket.socket, started: float, methods: str, client: Peer) -> None:
     """In a handler process: check the request, fork its worker, wait for the worker or for
     the client to go away (then kill the worker), send the exit status."""
     request, fds = _read_request(conn, f"a request of pid {client.pid}")
     if request is None:
         return
     job = f"`fedhet {' '.join(request['argv'][:1])}` (pid {client.pid}) in {request['cwd']}"
-    why = _decline_reason(request, started, len(fds))
+    why = _decline_reason(request, started, len(fds)) or _methods_changed(methods)
     if why:
         for fd in fds:
             os.close(fd)
@@ -258,8 +273,8 @@ def bind_private(server: socket.socket, path: str) -> None:
         os.umask(old)
 
 
-def _serve_on(server: socket.socket, started: float, max_jobs: int, watch_pid: int | None,
-              stop: list) -> None:
+def _serve_on(server: socket.socket, started: float, methods: str, max_jobs: int,
+              watch_pid: int | None, stop: list) -> None:
     """Accept jobs on the listening `server` until `watch_pid` exits or `stop` fills."""
     server.settimeout(1.0)
     handlers: set[int] = set()
@@ -281,7 +296,7 @@ def _serve_on(server: socket.socket, started: float, max_jobs: int, watch_pid: i
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             code = 0
             try:
-                _handle(conn, started, client)
+                _handle(conn, started, methods, client)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
                 code = 1
@@ -301,8 +316,9 @@ def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = No
         print(f"fork server not started: it could not check who connects ({err}); every "
               "job imports torch itself", flush=True)
         return 1
+    # read before the imports: a source edited while they run is then newer than the start
+    started, methods = fingerprint(), external.installed()
     _preload()
-    started = fingerprint()
     stop = []  # from here on SIGTERM stops the loop, which removes the socket and directory
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     directory = tempfile.mkdtemp(prefix="fedhet-forkserver-")  # mode 0700, a fresh name
@@ -316,7 +332,7 @@ def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = No
         if ready_fd is not None:
             os.write(ready_fd, f"{path}\n".encode())
             os.close(ready_fd)
-        _serve_on(server, started, max_jobs, watch_pid, stop)
+        _serve_on(server, started, methods, max_jobs, watch_pid, stop)
     finally:
         server.close()
         for remove, name in ((os.unlink, path), (os.rmdir, directory)):
