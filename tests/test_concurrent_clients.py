@@ -33,23 +33,33 @@ def keep_torch_threads():
     torch.set_num_threads(threads)
 
 
+def dirichlet_run(data_root, tmp_path, *, seed: int, data: dict, clients: int, per_round: int,
+                  min_size: int, model: str, runtime: dict, methods: dict | None = None,
+                  **training) -> dict:
+    """A tiny federation of Dirichlet(0.5) clients of unequal sizes, hence unequal step counts,
+    trained with momentum and weight decay; `methods` holds its algorithm and plug-ins."""
+    return {
+        "seed": seed,
+        "dataset": {**data, "options": dict(data["options"]), "root": data_root},
+        "partition": {"scheme": "dirichlet", "num_clients": clients, "alpha": 0.5,
+                      "min_size": min_size, "root": str(tmp_path / "partitions")},
+        "model": {"name": model, "width": 0.25},
+        **(methods or {}),
+        "training": {"rounds": 3, "clients_per_round": per_round, "batch_size": 16, "lr": 0.05,
+                     "momentum": 0.9, "weight_decay": 1e-4, **training},
+        "runtime": runtime,
+    }
+
+
 def run_of(data_root, tmp_path, workers: int, algorithm: str = "fedavg", plugins=(),
            model: str = "cnn4", **training) -> dict:
-    """Dirichlet(0.5) clients of unequal sizes, hence unequal step counts: 3 of 5 train each
-    round, with momentum and weight decay."""
-    return {
-        "seed": 5,
-        "dataset": {**DATA, "root": data_root},
-        "partition": {"scheme": "dirichlet", "num_clients": 5, "alpha": 0.5, "min_size": 5,
-                      "root": str(tmp_path / "partitions")},
-        "model": {"name": model, "width": 0.25},
-        "algorithm": {"name": algorithm},
-        "plugins": [p if isinstance(p, dict) else {"name": p} for p in plugins],
-        "training": {"rounds": 3, "clients_per_round": 3, "batch_size": 16, "lr": 0.05,
-                     "momentum": 0.9, "weight_decay": 1e-4, **training},
-        "runtime": {"device": "cpu", "threads": 1, "client_workers": workers,
-                    "checkpoint_every": 1},
-    }
+    """3 of 5 clients train each round, on one torch thread, `workers` at a time."""
+    methods = {"algorithm": {"name": algorithm},
+               "plugins": [p if isinstance(p, dict) else {"name": p} for p in plugins]}
+    return dirichlet_run(data_root, tmp_path, seed=5, data=DATA, clients=5, per_round=3,
+                         min_size=5, model=model, methods=methods,
+                         runtime={"device": "cpu", "threads": 1, "client_workers": workers,
+                                  "checkpoint_every": 1}, **training)
 
 
 CASES = [

@@ -8,7 +8,6 @@ import math
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -305,20 +304,21 @@ def test_partitions_are_shared_across_methods(demo):
     assert len({k for keys in by_setting.values() for k in keys}) == 3
 
 
-def test_expansion_is_fast_and_torch_free():
+def test_expansion_is_torch_free():
+    """Expanding the paper scale, as the Snakefile does at every `snakemake` call, imports no
+    torch (its time is printed by ci/cpu-bench.py)."""
     code = (
-        "import sys, time, yaml; t = time.time()\n"
+        "import sys, yaml\n"
         "from fedhet.experiments import load_experiment\n"
         f"cfg = yaml.safe_load(open({str(ROOT / 'config' / 'config.yaml')!r}))\n"
         "cfg['scale'] = 'paper'\n"
         "cfg['skip_plugins'] = ['vhl', 'fedimpro']\n"
         f"e = load_experiment(cfg, {str(ROOT)!r})\n"
         "assert 'torch' not in sys.modules, 'experiments imported torch'\n"
-        "print(len(e.runs), time.time() - t)\n"
+        "print(len(e.runs))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    n, seconds = out.stdout.split()
-    assert int(n) > 300 and float(seconds) < 10
+    assert int(out.stdout) > 300
 
 
 def test_ci_selection(demo):
@@ -409,12 +409,6 @@ def test_claims_must_name_existing_tables(tree):
     )
     with pytest.raises(X.ExperimentError, match=r"claims\[0\]\.better\.table.*valid: t1"):
         X.load_experiment(base_config(), tree)
-
-
-def test_expansion_time_budget():
-    start = time.time()
-    X.load_experiment(base_config(scale="paper"), ROOT)
-    assert time.time() - start < 10
 
 
 def test_scale_can_force_plugin_params():

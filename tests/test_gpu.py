@@ -30,6 +30,8 @@ from fedhet.engine.federation import Federation
 from fedhet.engine.modes import set_deterministic
 from fedhet.train import client_partition, train
 from run_outputs import run_outputs, without_step_time
+# the tiny federation of the concurrent-clients tests, at the sizes set here
+from test_concurrent_clients import data_root, dirichlet_run  # noqa: F401
 
 pytestmark = [
     pytest.mark.gpu,
@@ -38,11 +40,6 @@ pytestmark = [
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 DATA = {"name": "digits10", "options": {"channels": 3, "size": 32, "train_per_class": 40,
                                         "test_per_class": 20}}
-
-
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("datasets"))
 
 
 @pytest.fixture(autouse=True)
@@ -54,16 +51,10 @@ def default_flags_after():
 def gpu_run(data_root, tmp_path, model: str = "resnet10", runtime: dict | None = None,
             **training) -> dict:
     """Four Dirichlet(0.5) clients of unequal sizes, two a round, on the GPU."""
-    return {
-        "seed": 7,
-        "dataset": {**DATA, "root": data_root},
-        "partition": {"scheme": "dirichlet", "num_clients": 4, "alpha": 0.5, "min_size": 8,
-                      "root": str(tmp_path / "partitions")},
-        "model": {"name": model, "width": 0.25},
-        "training": {"rounds": 3, "clients_per_round": 2, "batch_size": 16, "lr": 0.05,
-                     "momentum": 0.9, "weight_decay": 1e-4, **training},
-        "runtime": {"device": "cuda", "checkpoint_every": 1, **(runtime or {})},
-    }
+    return dirichlet_run(data_root, tmp_path, seed=7, data=DATA, clients=4, per_round=2,
+                         min_size=8, model=model,
+                         runtime={"device": "cuda", "checkpoint_every": 1, **(runtime or {})},
+                         **training)
 
 
 def fedhet(args: list[str], **kw) -> subprocess.CompletedProcess:

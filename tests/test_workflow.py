@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -63,20 +62,18 @@ def test_snakefmt_is_clean():
 
 
 @pytest.mark.parametrize("scale", ["demo", "paper"])
-def test_full_dag_builds_fast(scale):
+def test_full_dag_builds(scale):
+    """The whole DAG of each scale builds (.ci/run's dry runs print how long it takes)."""
     from fedhet.experiments import load_experiment
 
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg["scale"] = scale
     exp = load_experiment(cfg, ROOT)
-    start = time.time()
     proc = snakemake(
         ROOT, "-n", "--quiet", "rules", "--config", f"scale={scale}", "--directory", str(ROOT)
     )
-    seconds = time.time() - start
     counts = job_counts(proc.stdout + proc.stderr)
     assert counts.get("train", 0) <= len(exp.runs)
-    assert seconds < 20, f"{scale} DAG took {seconds:.1f} s"
 
 
 def test_slurm_resources_in_the_gpu_rules():
@@ -177,10 +174,9 @@ def workdir(tmp_path_factory):
     """A copy of the workflow, run once end to end with the fake `fedhet`."""
     tmp = tmp_path_factory.mktemp("wf")
     env = fake_workflow(tmp)
-    start = time.time()
     proc = snakemake(tmp, "--cores", "2", env=env)
     assert (tmp / "calls.log").is_file(), "the jobs ran the real fedhet, not the fake: check PATH"
-    return {"dir": tmp, "env": env, "first": proc, "seconds": time.time() - start}
+    return {"dir": tmp, "env": env, "first": proc}
 
 
 def calls(wd) -> list[str]:
