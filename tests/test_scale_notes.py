@@ -1,5 +1,6 @@
 """Each table's and figure's note says what its own runs changed from the paper at the scale,
-generated from its cells' settings (fedhet.experiments.scale_notes)."""
+generated from its cells' settings (fedhet.experiments.scale_notes), and a scale whose numbers
+are not comparable with the papers' leaves the difference out of the tables' cells."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import yaml
 
 from fedhet import experiments as X
+from fedhet import tables as T
 from fedhet.config import resolve_run
 from fedhet.experiments import scale_notes as N
 
@@ -109,3 +111,30 @@ def test_the_paper_scale_changes_nothing(paper):
     for target in ("vhl_t1", "fedbr_t1", "ccvr_t2", "fedimpro_t9"):
         assert paper.items[target].scale_changes == (
             "As in the paper: datasets, models, local training and rounds."), target
+
+
+# ----------------------------------------------------------------------------- the delta column
+
+
+LINE = {"row": "FedAvg", "column": "CIFAR-10", "metric": "acc", "paper_value": 80.0,
+        "our_mean": 35.0, "our_std": None, "delta": -45.0, "status": T.OK, "near_chance": False}
+
+
+def test_a_scale_not_comparable_leaves_the_difference_out_of_the_cells():
+    payload = {"paper": "vhl", "id": "t1", "spec": {"title": "Table 1", "rows": ["algorithm"]},
+               "cells": []}
+    shown = T.render_markdown([LINE], payload, "any", deltas=True)
+    assert "80.00 / 35.00 (-45.00)" in shown and "(ours − paper)" in shown
+    hidden = T.render_markdown([LINE], payload, "any", deltas=False)
+    assert "80.00 / 35.00 |" in hidden and "-45.00" not in hidden
+    assert "not comparable" in hidden and "CSV keeps it" in hidden
+    html = T.render_html([LINE], payload, "any", deltas=False)
+    assert "-45.00" not in html and "not comparable" in html
+
+
+def test_the_scale_decides_comparability_not_its_name():
+    schema = yaml.safe_load((ROOT / "workflow/schemas/scale.schema.yaml").read_text())
+    assert schema["properties"]["comparable"] == {"type": "boolean"}
+    scales = {s: X.load_scale(ROOT, s) for s in ("demo", "small", "paper")}
+    assert scales["demo"]["comparable"] is False
+    assert all(scales[s].get("comparable", True) for s in ("small", "paper"))

@@ -496,6 +496,9 @@ def rounds_terms(rounds):
 # the report's introduction says the same (reports/workflow.rst), under the scale's warning
 config["scale_note"] = scenario_note()
 config["scale_warning"] = " ".join(str(EXP.scale_config["warning"]).split())
+# whether a difference from a paper's number means something at this scale: the tables print it
+# in their cells only then (their CSVs always keep it)
+COMPARABLE = bool(EXP.scale_config.get("comparable", True))
 
 
 def item_note(kind):

@@ -23,6 +23,7 @@ rule table:
     params:
         payload=table_payload,
         note=item_note("table"),
+        comparable=COMPARABLE,
     script:
         "../scripts/make_table.py"
 
