@@ -123,7 +123,7 @@ def test_settings_with_commas_are_told_apart():
     shown = {("setting", "a"): "α=0.1, E=1", ("setting", "b"): "α=0.05, E=1",
              ("setting", "c"): "α=0.1, E=5"}
     assert scope([key("a")], [(key("b"), NOT_RUN), (key("c"), NOT_RUN)], shown) == (
-        " on α=0.1, E=1 only; α=0.05, E=1; α=0.1, E=5 not run at this scale")
+        " on (α=0.1, E=1) only; (α=0.05, E=1), (α=0.1, E=5) not run at this scale")
 
 
 # ----------------------------------------------------------------------------- the papers' claims
@@ -165,8 +165,8 @@ def test_vhl_svhn_counts_the_papers_whole_table_as_its_text_does(demo):
     assert out["in_paper"] == "15/16 pairs hold"
     assert out["ours"] == "4/4 pairs hold, 12 not run at this scale"
     assert out["result"] + out["scope"] == (
-        "reproduced on α=0.1, E=1, K=10 only; α=0.05, E=1, K=10; α=0.1, E=5, K=10; "
-        "α=0.1, E=1, K=100 not run at this scale")
+        "reproduced on (α=0.1, E=1, K=10) only; (α=0.05, E=1, K=10), (α=0.1, E=5, K=10), "
+        "(α=0.1, E=1, K=100) not run at this scale")
 
 
 def test_fedbr_every_dataset_says_only_cifar10_ran(demo):
@@ -187,6 +187,9 @@ def test_restricted_notes_name_what_runs_and_what_does_not_in_plain_words(demo):
     assert demo.items["fedbr_t1"].spec["scale_note"].startswith(
         "At this scale only CIFAR-10 (1 of ")
     assert "not run here: " in demo.items["fedbr_t1"].spec["scale_note"]
+    assert demo.items["vhl_t2"].spec["scale_note"] == (
+        "At this scale only (α=0.1, E=1, K=10) (1 of 5) run; not run here: (α=0.05, E=1, K=10), "
+        "(α=0.1, E=5, K=10), (α=0.1, E=1, K=100), (centralized).")
     assert demo.items["vhl_t1"].left_out == []  # not restricted: every cell runs
 
 
@@ -198,8 +201,18 @@ def test_the_scorecard_page_prints_the_part_tested_after_the_verdict():
              "ours": "1/1 pairs hold, 1 not run at this scale", "in_paper": "2/2 pairs hold",
              "require": "all"}]
     html = scorecard.render_html(rows, "demo", 1, "Not comparable.")
-    assert ("<td><b>reproduced</b> on CIFAR-10 only; PACS not run at this scale "
-            "(needs every pair)</td>") in html
+    assert ("<td><b>reproduced</b> (needs every pair)<br>on CIFAR-10 only; PACS not run at "
+            "this scale</td>") in html
     assert "“not tested at this scale”" in scorecard.LEGEND
     md = scorecard.render_markdown(rows, "demo", 1, "Not comparable.")
     assert "**reproduced** on CIFAR-10 only; PACS not run at this scale (needs every pair)" in md
+
+
+def test_a_label_that_only_rides_along_is_not_named():
+    """The part left out differs in two labels (another backbone on CIFAR-100, FedBR Table 3):
+    the dataset alone tells it apart, so the verdict names the dataset only."""
+    key = lambda b, d: (("backbone", b), ("dataset", d))  # noqa: E731
+    shown = {("backbone", "plain"): "-", ("backbone", "mixup"): "Mixup",
+             ("dataset", "c10"): "CIFAR-10", ("dataset", "c100"): "CIFAR-100"}
+    assert scope([key("plain", "c10")], [(key("mixup", "c100"), NOT_RUN)], shown) == (
+        " on CIFAR-10 only; CIFAR-100 not run at this scale")

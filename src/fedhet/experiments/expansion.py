@@ -242,9 +242,12 @@ def _restrict_note(kept: Mapping[str, Iterable[str]], dropped: Mapping[str, Iter
 
 
 def _join(labels: Iterable[str]) -> str:
-    """Labels one after the other: "; " between them where one has a comma itself."""
+    """Printed values one after the other, each in parentheses where one has a comma itself
+    ("(α=0.1, E=1, K=10), (α=0.05, E=1, K=10)")."""
     labels = list(labels)
-    return ("; " if any("," in label for label in labels) else ", ").join(labels)
+    if any("," in label for label in labels):
+        labels = [f"({label})" for label in labels]
+    return ", ".join(labels)
 
 
 def _left_out(grid: dict[str, Any], spec: dict[str, Any], proto: dict[str, Any],

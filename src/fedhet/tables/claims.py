@@ -185,10 +185,17 @@ def scope(compared: Sequence[Key], untested: Sequence[tuple[Key, str]],
     tested = {axis: {dict(key).get(axis) for key in compared} for axis in axes}
     narrowed = [axis for axis in axes if {key.get(axis) for key in keys} - tested[axis]]
 
-    def inside(key: Mapping[str, str]) -> bool:
-        return all(key.get(axis) in tested[axis] for axis in narrowed)
+    def apart(names: Sequence[str]) -> bool:
+        """Whether the values tested of these labels hold every compared pair, no other."""
+        return bool(names) and not any(
+            all(dict(k).get(axis) in tested[axis] for axis in names) for k, _ in untested)
 
-    if not narrowed or any(inside(dict(k)) for k, _ in untested):
+    # the fewest labels that tell the compared pairs from the others (FedBR's CIFAR-100 grid
+    # also has another backbone: its dataset alone says it), those with fewer values first out
+    for axis in sorted(narrowed, key=lambda a: len({key.get(a) for key in keys})):
+        if apart([a for a in narrowed if a != axis]):
+            narrowed.remove(axis)
+    if not apart(narrowed):
         counts = Counter(why for _, why in untested)
         parts = [f"{count} {why}" for why, count in counts.items()]
         return f" on {len(compared)} of {len(keys)} pairs; {', '.join(parts)}"
@@ -207,6 +214,9 @@ def scope(compared: Sequence[Key], untested: Sequence[tuple[Key, str]],
 
 
 def _join(labels: Iterable[str]) -> str:
-    """Printed values one after the other: "; " between them where one has a comma itself."""
+    """Printed values one after the other, each in parentheses where one has a comma itself
+    ("(α=0.1, E=1, K=10), (α=0.05, E=1, K=10)")."""
     labels = list(labels)
-    return ("; " if any("," in label for label in labels) else ", ").join(labels)
+    if any("," in label for label in labels):
+        labels = [f"({label})" for label in labels]
+    return ", ".join(labels)

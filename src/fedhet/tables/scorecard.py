@@ -51,11 +51,12 @@ def render_html(rows: Sequence[Mapping[str, Any]], scale: str, seeds: int, warni
         "<th>In the paper</th></tr>",
     ]
     for row in rows:
+        # the part of the claim tested, where not all of it, on its own line under the verdict
+        part = f"<br>{esc(row['scope'].strip())}" if row.get("scope") else ""
         parts.append(
             f"<tr><td>{esc(paper_name(row['paper']))}</td><td>{esc(row['claim'])}</td>"
-            f"<td><b>{esc(row['result'])}</b>{esc(row.get('scope', ''))} "
-            f"({esc(RULES.get(row['require'], row['require']))})"
-            f"</td><td>{esc(row['ours'])}</td><td>{esc(row['in_paper'])}</td></tr>"
+            f"<td><b>{esc(row['result'])}</b> ({esc(RULES.get(row['require'], row['require']))})"
+            f"{part}</td><td>{esc(row['ours'])}</td><td>{esc(row['in_paper'])}</td></tr>"
         )
     if not rows:
         parts.append("<tr><td colspan='5'>No claims of the built papers.</td></tr>")
