@@ -128,8 +128,9 @@ def test_a_scale_not_comparable_leaves_the_difference_out_of_the_cells():
     hidden = T.render_markdown([LINE], payload, "any", deltas=False)
     assert "80.00 / 35.00 |" in hidden and "-45.00" not in hidden
     assert "not comparable" in hidden and "CSV keeps it" in hidden
-    html = T.render_html([LINE], payload, "any", deltas=False)
+    html = T.render_html([LINE], payload, "any", "Changed from the paper: X.", deltas=False)
     assert "-45.00" not in html and "not comparable" in html
+    assert "<p>Changed from the paper: X.</p>" in html  # the note: a paragraph of its own
 
 
 def test_the_scale_decides_comparability_not_its_name():

@@ -288,7 +288,8 @@ def render_html(
             + (html.escape(SETTINGS_LEGEND) + " " if _only_settings(lines) else
                f"{html.escape(CELL_LEGEND[deltas])} <i>pending</i>: method not implemented "
                "yet; <i>Nan</i>: target never reached or diverged. ")
-            + f"{marks}{html.escape(note)}</p>"
+            + f"{marks}</p>"
+            + (f"<p>{html.escape(note)}</p>" if note else "")  # what this scale changed
         ),
         "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>",
     ]
