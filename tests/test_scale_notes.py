@@ -139,3 +139,19 @@ def test_the_scale_decides_comparability_not_its_name():
     scales = {s: X.load_scale(ROOT, s) for s in ("demo", "small", "paper")}
     assert scales["demo"]["comparable"] is False
     assert all(scales[s].get("comparable", True) for s in ("small", "paper"))
+
+
+def test_every_dataset_model_and_scaled_plugin_parameter_has_printed_words():
+    """A note names datasets, models and the plug-in parameters a scale changes as a reader
+    knows them: a registry entry added without its words fails here, not in a note."""
+    from fedhet import names, printed
+
+    assert set(names.datasets()) <= set(printed.DATASETS)
+    assert set(names.models()) <= set(printed.MODELS)
+    for scale in ("demo", "small", "paper"):
+        data = X.load_scale(ROOT, scale)
+        sections = [data, *(data.get("papers") or {}).values()]
+        for section in sections:
+            for plugin, params in (section.get("plugins") or {}).items():
+                for key in params:
+                    assert printed.param(plugin, key), (scale, plugin, key)
