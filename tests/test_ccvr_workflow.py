@@ -123,7 +123,8 @@ def test_figures_reuse_table_runs(demo):
     # the demo runs three of the six M_c (config/scales/demo.yaml → restrict)
     assert len(fig7.calibration_ids()) == 9 and len(set(fig7.run_ids())) == 3
     assert fig7.spec["scale_note"] == (
-        "This scale runs only mc: M_c = 0, M_c = 100, M_c = 1000 (config/scales → restrict).")
+        "At this scale only M_c = 0, M_c = 100, M_c = 1000 (3 of 6) run; not run here: "
+        "M_c = 50, M_c = 500, M_c = 2000.")
     # CKA needs the client models of the last round: asked for on the shared α=0.1 run
     rounds = demo.runs[fig7.cells[0].run_ids[0]]["training"]["rounds"]
     for rid in demo.items["ccvr_fig1"].run_ids():
@@ -134,14 +135,17 @@ def test_restricted_items_say_what_they_keep_in_the_words_of_their_cells(demo, p
     """The note under a restricted figure or table (its footnote, its caption) names the kept
     values as the cells print them, never by their vocabulary keys."""
     fig4 = demo.items["ccvr_fig4"]
-    assert fig4.spec["scale_note"] == (
-        "This scale runs only fraction: all of the data, 1/10 of the data, 1/50 of the data "
-        "(config/scales → restrict).")
+    assert fig4.spec["scale_note"].startswith(
+        "At this scale only all of the data, 1/10 of the data, 1/50 of the data (3 of 6) run; "
+        "not run here: ")
     t2 = demo.items["ccvr_t2"]
-    columns = ", ".join(dict.fromkeys(c.display["data"] for c in t2.cells))
-    assert "CINIC-10" in columns and "CIFAR-100" not in columns
+    columns = list(dict.fromkeys(c.display["data"] for c in t2.cells))
+    left = list(dict.fromkeys(c["display"]["data"] for c in t2.left_out))
+    assert "CINIC-10" in columns and "CIFAR-100" not in columns and "CIFAR-100" in left[0]
+    assert not any("," in c for c in columns + left)
     assert t2.spec["scale_note"] == (
-        f"This scale runs only data: {columns} (config/scales → restrict).")
+        f"At this scale only {', '.join(columns)} ({len(columns)} of "
+        f"{len(columns) + len(left)}) run; not run here: {', '.join(left)}.")
     table = T.render_markdown([], t2.payload(), "demo")
     assert t2.spec["scale_note"] in table  # the table's caption carries the same note
     assert "scale_note" not in paper.items["ccvr_fig4"].spec  # nothing left out at full scale

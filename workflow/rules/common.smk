@@ -465,19 +465,16 @@ def calibration_settings(wildcards, output):
     return json.dumps(settings, sort_keys=True, separators=(",", ":"))
 
 
-def scenario_note(paper=None):
-    """One line saying what this scale is (shown under every table and figure, and in the
-    report): the scale's description, and its share of the papers' rounds read from its own
-    `rounds` setting; for one paper, with that paper's own scale keys (its `description` and
-    `rounds` under `papers.<paper>`). Without a paper (the report's introduction) it also names
-    the papers whose own keys bound their rounds otherwise."""
-    scale = X.scale_for_paper(EXP.scale_config, paper) if paper else EXP.scale_config
+def scenario_note():
+    """One line saying what this scale is (the report's introduction; each table and figure
+    says what its own runs changed, fedhet.experiments.scale_notes): the scale's description,
+    and its share of the papers' rounds read from its own `rounds` setting, with the papers
+    whose own keys bound their rounds otherwise."""
+    scale = EXP.scale_config
     text = " ".join(str(scale.get("description", "")).split()).rstrip(".")
     if float(scale["rounds"]["factor"]) == 1.0:
         return f"{text}."
     terms = rounds_terms(scale["rounds"])
-    if paper:
-        return f"{text}; {terms['factor']} of the papers' rounds ({terms['min']})."
     bounds = [", ".join(term for key, term in terms.items() if key != "factor")]
     for name in config["papers"]:
         own = rounds_terms(X.scale_for_paper(EXP.scale_config, name)["rounds"])
@@ -499,12 +496,21 @@ def rounds_terms(rounds):
 # the report's introduction says the same (reports/workflow.rst), under the scale's warning
 config["scale_note"] = scenario_note()
 config["scale_warning"] = " ".join(str(EXP.scale_config["warning"]).split())
+# whether a difference from a paper's number means something at this scale: the tables print it
+# in their cells only then (their CSVs always keep it)
+COMPARABLE = bool(EXP.scale_config.get("comparable", True))
+
+
+def item_note(kind):
+    """Params function: what a table's or figure's own runs changed from the paper at this
+    scale, in words (the first line of its note; fedhet.experiments.scale_notes)."""
+    return lambda wildcards: item_of(wildcards, kind).scale_changes
 
 
 # Params of the figure rules (workflow/rules/figures.smk).
 FIGURE_PARAMS = {
     "payload": figure_payload,
-    "note": lambda wildcards: scenario_note(wildcards.paper),
+    "note": item_note("figure"),
     "script": lambda wildcards: figure_kind(wildcards).script,
     "caption": lambda wildcards: figure_kind(wildcards).caption,
     "results": f"results/{SCALE}",
@@ -557,7 +563,12 @@ def scorecard_payload(selection):
         targets = {t for c in claims for t in claim_targets(c)}
         content = {
             "claims": claims,
-            "payloads": {t: ITEMS[t].payload() for t in sorted(targets)},
+            # with the cells this scale does not run, so that a claim's verdict says which
+            # part of it was tested
+            "payloads": {
+                t: {**ITEMS[t].payload(), "left_out": ITEMS[t].left_out}
+                for t in sorted(targets)
+            },
             "seeds": EXP.seeds,
             "warning": config["scale_warning"],
         }

@@ -22,7 +22,8 @@ rule table:
         "../../envs/fedhet.yaml"
     params:
         payload=table_payload,
-        note=lambda wildcards: scenario_note(wildcards.paper),
+        note=item_note("table"),
+        comparable=COMPARABLE,
     script:
         "../scripts/make_table.py"
 

@@ -18,8 +18,9 @@ def main(sm) -> None:
             results[T.calibration_key(path)] = T.load_calibration(path)
     lines = T.compute_table(payload, results, scale)
     T.write_csv(lines, sm.output.csv)
-    Path(sm.output.md).write_text(T.render_markdown(lines, payload, scale, sm.params.note))
-    Path(sm.output.html).write_text(T.render_html(lines, payload, scale, sm.params.note))
+    deltas = sm.params.comparable  # the scale's: a difference from the paper means something
+    Path(sm.output.md).write_text(T.render_markdown(lines, payload, scale, sm.params.note, deltas))
+    Path(sm.output.html).write_text(T.render_html(lines, payload, scale, sm.params.note, deltas))
     done = sum(1 for ln in lines if ln["status"] == T.OK)
     pending = sum(1 for ln in lines if ln["status"] == T.PENDING)
     quoted = sum(1 for ln in lines if ln["status"] == T.QUOTED)

@@ -11,7 +11,7 @@ from fedhet import atomic
 from fedhet import tables as T
 from fedhet.tables import scorecard as S
 
-COLUMNS = ["paper", "claim", "scale", "seeds", "result", "ours", "in_paper", "require"]
+COLUMNS = ["paper", "claim", "scale", "seeds", "result", "scope", "ours", "in_paper", "require"]
 
 
 def main(sm) -> None:

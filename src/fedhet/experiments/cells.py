@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from fedhet.papers import paper_name
@@ -79,6 +80,23 @@ class Item:
     is_figure: bool
     spec: dict[str, Any]
     cells: list[Cell]
+    # the paper's cells this scale does not run (its `restrict`): labels, display, row, column,
+    # metrics and reference each, for the scorecard's check of a claim's whole scope
+    left_out: list[dict[str, Any]] = field(default_factory=list)
+    # per cell that runs: its settings as the paper gives them (unresolved, with its seed) and
+    # as they run at this scale (resolved), and the scale; what `scale_changes` compares
+    paper_settings: list[tuple[dict[str, Any], dict[str, Any]]] = field(
+        default_factory=list, repr=False)
+    scale: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def scale_changes(self) -> str:
+        """What the item's runs changed from the paper at this scale, in words (its note);
+        worked out when first asked for, as it resolves every cell's settings once more."""
+        from fedhet.experiments import scale_notes
+
+        return scale_notes.item_note(scale_notes.run_changes(paper, ours, self.scale)
+                                     for paper, ours in self.paper_settings)
 
     @property
     def target(self) -> str:

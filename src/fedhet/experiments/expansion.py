@@ -226,12 +226,53 @@ def _restrict(axes: list, scale: Mapping[str, Any], target: str) -> list | None:
     return out
 
 
-def _restrict_note(shown: Mapping[str, Iterable[str]]) -> str:
+def _restrict_note(kept: Mapping[str, Iterable[str]], dropped: Mapping[str, Iterable[str]]) -> str:
     """The note a restricted table or figure carries (its caption, its footnote): the values
-    this scale keeps of each restricted axis, printed as the cells print them (the
-    vocabulary's labels, not its keys)."""
-    kept = "; ".join(f"{axis}: {', '.join(labels)}" for axis, labels in shown.items())
-    return f"This scale runs only {kept} (config/scales → restrict)."
+    this scale runs of each restricted axis and those it leaves out, printed as the cells print
+    them (the vocabulary's labels, not its keys); "" when it leaves nothing out."""
+    axes = [axis for axis in dropped if list(dropped[axis])]
+    if not axes:
+        return ""
+    runs_of = {a: list(kept.get(a) or []) for a in axes}
+    left_of = {a: list(dropped[a]) for a in axes}
+    runs = " and ".join(f"{_join(runs_of[a])} ({len(runs_of[a])} of "
+                        f"{len(runs_of[a]) + len(left_of[a])})" for a in axes)
+    left = "; ".join(_join(left_of[a]) for a in axes)
+    return f"At this scale only {runs} run; not run here: {left}."
+
+
+def _join(labels: Iterable[str]) -> str:
+    """Printed values one after the other, each in parentheses where one has a comma itself
+    ("(α=0.1, E=1, K=10), (α=0.05, E=1, K=10)")."""
+    labels = list(labels)
+    if any("," in label for label in labels):
+        labels = [f"({label})" for label in labels]
+    return ", ".join(labels)
+
+
+def _left_out(grid: dict[str, Any], spec: dict[str, Any], proto: dict[str, Any],
+              all_axes: list, axes: list | None, metrics: list[str], file: str,
+              where: str) -> list[dict[str, Any]]:
+    """The cells of a grid this scale does not run (its `restrict`): labels, printed labels,
+    row, column and the paper's numbers, so that a claim's check can tell the part of the
+    paper it tested from the part it did not."""
+    keep = dict(axes or [])
+    out = []
+    for combo in product(*[values for _, values in all_axes]):
+        chosen = dict(zip([a for a, _ in all_axes], combo, strict=True))
+        if axes is not None and all(v in keep[a] for a, v in chosen.items()):
+            continue
+        labels: dict[str, str] = {**proto["defaults"], **chosen}
+        display = {a: str(_vocab_entry(proto, a, v, file, where)[0]) for a, v in labels.items()}
+        row, column = _row_column(grid, spec, display, all_axes)
+        cell = {"labels": labels, "display": display, "row": row, "column": column,
+                "metrics": list(metrics),
+                "reference": _reference_for(grid, spec, labels, all_axes, metrics)}
+        quoted = next((q for a, v in labels.items() if (q := _quoted_of(proto, a, v))), None)
+        if quoted:
+            cell["quoted"] = quoted
+        out.append(cell)
+    return out
 
 
 def expand_item(
@@ -261,6 +302,9 @@ def expand_item(
     cells: list[Cell] = []
     restricted = (scale.get("restrict") or {}).get(f"{paper}_{item_id}") or {}
     shown: dict[str, dict[str, None]] = {}  # restricted axis → printed values kept
+    dropped: dict[str, dict[str, None]] = {}  # restricted axis → printed values left out
+    left_out: list[dict[str, Any]] = []  # the cells this scale does not run
+    paper_settings: list[tuple[dict[str, Any], dict[str, Any]]] = []  # per cell: paper, ours
     for g, grid in enumerate(spec.get("grids") or []):
         where = f"{base}.grids[{g}]"
         proto_name = grid.get("protocol", spec.get("protocol"))
@@ -280,13 +324,16 @@ def expand_item(
                 _vocab_entry(proto, axis, value, file, f"{where}.axes.{axis}")
         _check_reference(grid, spec, all_axes, metrics, file, where)
         axes = _restrict(all_axes, scale, f"{paper}_{item_id}")
+        if restricted:
+            left_out += _left_out(grid, spec, proto, all_axes, axes, metrics, file, where)
+        for axis, values in all_axes:  # what the restriction keeps, as the cells print it
+            if axis in restricted:
+                run = {str(v) for v in restricted[axis]}
+                for v in values:
+                    label = str(_vocab_entry(proto, axis, v, file, where)[0])
+                    (shown if v in run else dropped).setdefault(axis, {})[label] = None
         if axes is None:
             continue
-        for axis, values in axes:  # what the restriction keeps, as the cells print it
-            if axis in restricted:
-                kept = shown.setdefault(axis, {})
-                kept.update({str(_vocab_entry(proto, axis, v, file, where)[0]): None
-                             for v in values})
         for combo in product(*[values for _, values in axes]):
             labels: dict[str, str] = dict(proto["defaults"])
             labels.update({axis: value for (axis, _), value in zip(axes, combo, strict=True)})
@@ -331,6 +378,8 @@ def expand_item(
                     file, f"{where} cell {labels}", f"{err} (after applying the scale)"
                 ) from None
             cell.settings = first
+            if not quoted:
+                paper_settings.append(({**patch, "seed": seeds[0]}, first))
             if kind == "settings":
                 key = spec.get("setting_key", "training.lr")
                 cell.values = {m: get_path(first, key) for m in metrics}
@@ -368,9 +417,11 @@ def expand_item(
                               f"leaves no value in any grid of {base}")
     if not cells:
         raise ExperimentError(file, f"{base}.grids", "no grids: a table or figure needs one")
-    if shown:
-        spec = {**spec, "scale_note": _restrict_note(shown)}
-    return Item(paper=paper, id=item_id, kind=kind, is_figure=is_figure, spec=spec, cells=cells)
+    note = _restrict_note(shown, dropped)
+    if note:
+        spec = {**spec, "scale_note": note}
+    return Item(paper=paper, id=item_id, kind=kind, is_figure=is_figure, spec=spec, cells=cells,
+                left_out=left_out, paper_settings=paper_settings, scale=scale)
 
 
 def _without_pending(

@@ -45,8 +45,9 @@ def header_of(metric: str) -> str:
     return metric if known is None else known.header
 
 
-def cell_text(line: Mapping[str, Any]) -> str:
-    """One cell: `paper / ours (delta)`; `paper / pending`; `paper (quoted)`."""
+def cell_text(line: Mapping[str, Any], deltas: bool = True) -> str:
+    """One cell: `paper / ours (delta)` (`paper / ours` without `deltas`); `paper / pending`;
+    `paper (quoted)`."""
     metric = line["metric"]
     paper = fmt(line["paper_value"], metric, line.get("paper_std"))
     if line["status"] == PENDING:
@@ -56,15 +57,16 @@ def cell_text(line: Mapping[str, Any]) -> str:
     ours = fmt(line["our_mean"], metric, line.get("our_std"))
     if line["status"] == CONFIG:  # a setting: its value here, and the paper's where it differs
         return ours if line["paper_value"] is None or paper == ours else f"{paper} / {ours}"
-    return _compared(paper, ours, line)
+    return _compared(paper, ours, line, deltas)
 
 
-def _compared(paper: str, ours: str, line: Mapping[str, Any]) -> str:
-    """`paper / ours (ours − paper)`; `paper / ours †` where ours is near chance."""
+def _compared(paper: str, ours: str, line: Mapping[str, Any], deltas: bool = True) -> str:
+    """`paper / ours (ours − paper)`; `paper / ours †` where ours is near chance; `paper /
+    ours` without `deltas` (a scale whose numbers are not comparable with the papers')."""
     text = f"{paper} / {ours}"
     if line.get("near_chance"):
         return f"{text} {NEAR_CHANCE_MARK}"
-    if not is_nan(line["delta"]):
+    if deltas and not is_nan(line["delta"]):
         text += f" ({line['delta']:+.2f})"
     return text
 
@@ -76,7 +78,8 @@ def _gain_text(line: Mapping[str, Any] | None, value_key: str) -> str:
     return f" ({'↑' if value >= 0 else '↓'}{abs(value):.2f})"
 
 
-def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None) -> str:
+def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None,
+                   deltas: bool = True) -> str:
     """An accuracy cell with its calibration gain in parentheses, as CCVR prints it:
     `paper (↑gain) / ours (↑gain) (ours − paper)`."""
     metric = acc["metric"]
@@ -86,11 +89,12 @@ def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None) -> st
     if acc["status"] == QUOTED:
         return f"{paper} {QUOTED_MARK}"
     ours = fmt(acc["our_mean"], metric, acc.get("our_std")) + _gain_text(gain, "our_mean")
-    return _compared(paper, ours, acc)
+    return _compared(paper, ours, acc, deltas)
 
 
-def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
-    """The paper-like grid: header + body rows; block headers where rows have a block part.
+def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], deltas: bool = True):
+    """The paper-like grid: header + body rows; block headers where rows have a block part;
+    cells without their difference from the paper unless `deltas`.
     A `gain` next to an accuracy of the same cell (CCVR's calibrations) is shown inside the
     accuracy cell, in parentheses, as the paper prints it (the CSV keeps it as its own line)."""
     spec = payload["spec"]
@@ -167,9 +171,9 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
             if h not in cells:
                 texts.append("")
             elif (row, h[1]) in gains and h[0] in GAIN_HOSTS:
-                texts.append(gain_cell_text(cells[h], gains[(row, h[1])]))
+                texts.append(gain_cell_text(cells[h], gains[(row, h[1])], deltas))
             else:
-                texts.append(cell_text(cells[h]))
+                texts.append(cell_text(cells[h], deltas))
         body.append(line + texts)
     if row_targets:
         statuses = sorted({t["status"] for t in targets.values()})
@@ -217,17 +221,27 @@ def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(dict.fromkeys(quoted))
 
 
+# what a cell reads, with and without its difference from the paper
+CELL_LEGEND = {
+    True: "Each cell: paper / ours (ours − paper).",
+    False: "Each cell: paper / ours. Their difference is not shown: at this scale our numbers "
+           "are not comparable with the paper's (the table's CSV keeps it).",
+}
+
+
 def render_markdown(
-    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = ""
+    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = "",
+    deltas: bool = True,
 ) -> str:
-    """The table as Markdown: title, legend, notes and the paper-like grid."""
-    header, body = layout(lines, payload)
+    """The table as Markdown: title, legend, notes and the paper-like grid; without the cells'
+    differences from the paper unless `deltas` (the scale's `comparable`)."""
+    header, body = layout(lines, payload, deltas)
     spec = payload["spec"]
     note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
     out = [f"# {paper_name(payload['paper'])} {spec.get('title', payload['id'])}", ""]
     legend = f"Scale: `{scale}`. " + (
         SETTINGS_LEGEND if _only_settings(lines) else
-        "Each cell: paper / ours (ours − paper). `pending`: the method is not implemented yet. "
+        f"{CELL_LEGEND[deltas]} `pending`: the method is not implemented yet. "
         "`Nan`: target never reached or training diverged."
     )
     sources = _quoted_sources(lines)
@@ -246,10 +260,11 @@ def render_markdown(
 
 
 def render_html(
-    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = ""
+    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = "",
+    deltas: bool = True,
 ) -> str:
     """The table as a standalone HTML page (the same grid as the Markdown)."""
-    header, body = layout(lines, payload)
+    header, body = layout(lines, payload, deltas)
     spec = payload["spec"]
     note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
     sources = _quoted_sources(lines)
@@ -271,9 +286,10 @@ def render_html(
         (
             f"<p>Scale <b>{html.escape(scale)}</b>. "
             + (html.escape(SETTINGS_LEGEND) + " " if _only_settings(lines) else
-               "Each cell: paper / ours (ours − paper). <i>pending</i>: method not implemented "
+               f"{html.escape(CELL_LEGEND[deltas])} <i>pending</i>: method not implemented "
                "yet; <i>Nan</i>: target never reached or diverged. ")
-            + f"{marks}{html.escape(note)}</p>"
+            + f"{marks}</p>"
+            + (f"<p>{html.escape(note)}</p>" if note else "")  # what this scale changed
         ),
         "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>",
     ]

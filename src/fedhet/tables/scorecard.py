@@ -19,8 +19,12 @@ LEGEND = (
     "reproduced when the claim holds in every pair (“needs every pair”: the paper "
     "says every, each, all) or in more than half of them (“needs a majority of pairs”: the "
     "paper says most); pairs near chance (a run that learnt almost nothing) or quoted by the "
-    "paper from elsewhere are not compared. “In the paper”: the same count on the paper's "
-    "own numbers, a check of our transcription."
+    "paper from elsewhere are not compared. Where only part of a claim could be compared "
+    "(a scale runs some datasets, settings or models of a table, or some runs sit near chance), "
+    "the result says which part: “reproduced on CIFAR-10 only; SVHN not run at this scale”; "
+    "“not tested at this scale” where none of it ran. “In the paper”: the same count on the "
+    "paper's own numbers over all of the claim's pairs, run here or not, a check of our "
+    "transcription."
 )
 
 STYLE = (
@@ -47,10 +51,12 @@ def render_html(rows: Sequence[Mapping[str, Any]], scale: str, seeds: int, warni
         "<th>In the paper</th></tr>",
     ]
     for row in rows:
+        # the part of the claim tested, where not all of it, on its own line under the verdict
+        part = f"<br>{esc(row['scope'].strip())}" if row.get("scope") else ""
         parts.append(
             f"<tr><td>{esc(paper_name(row['paper']))}</td><td>{esc(row['claim'])}</td>"
             f"<td><b>{esc(row['result'])}</b> ({esc(RULES.get(row['require'], row['require']))})"
-            f"</td><td>{esc(row['ours'])}</td><td>{esc(row['in_paper'])}</td></tr>"
+            f"{part}</td><td>{esc(row['ours'])}</td><td>{esc(row['in_paper'])}</td></tr>"
         )
     if not rows:
         parts.append("<tr><td colspan='5'>No claims of the built papers.</td></tr>")
@@ -66,7 +72,7 @@ def render_markdown(
            f"{heading(scale, seeds)} {LEGEND}", "",
            "| Paper | Claim | Result | Ours | In the paper |", "|---|---|---|---|---|"]
     out += [
-        f"| {paper_name(r['paper'])} | {r['claim']} | **{r['result']}** "
+        f"| {paper_name(r['paper'])} | {r['claim']} | **{r['result']}**{r.get('scope', '')} "
         f"({RULES.get(r['require'], r['require'])}) | {r['ours']} | {r['in_paper']} |"
         for r in rows
     ]

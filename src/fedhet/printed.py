@@ -1,0 +1,89 @@
+"""How datasets, models and methods are written in text a reader sees (the notes under tables and
+figures): the papers' names for their datasets and models, and words for the offline stand-ins.
+A name not listed here is printed as it is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+DATASETS = {
+    "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "cifar10c": "CIFAR-10-C",
+    "cifar10c_clients": "CIFAR-10-C", "cinic10": "CINIC-10", "digits5": "DIGITS",
+    "femnist": "FEMNIST", "fmnist": "FMNIST", "fmnist_corrupted": "corrupted FMNIST",
+    "mnist": "MNIST", "mnistm": "MNIST-M", "pacs": "PACS", "retina": "RETINA", "svhn": "SVHN",
+    "synthdigits": "SynthDigits", "tinyimagenet": "Tiny-ImageNet", "usps": "USPS",
+    # the offline stand-ins (fedhet.data.standins and friends)
+    "digits10": "handwritten digits", "digits100": "100 classes of digit pairs",
+    "digits_writers": "digits by synthetic writers", "digits_domains": "digits in {domains}",
+    "digits_corrupted": "corrupted colour digits",
+}
+
+MODELS = {
+    "cct": "CCT", "cnn4": "4-block CNN", "convnet": "ConvNet", "mobilenetv2": "MobileNetV2",
+    "resnet10": "ResNet-10", "resnet18": "ResNet-18", "resnet18in": "ResNet-18",
+    "resnet34": "ResNet-34", "resnet50": "ResNet-50", "simplecnn": "simple CNN",
+    "vgg9": "VGG-9", "vgg11": "VGG-11",
+}
+
+# plug-ins whose parameters a scale changes
+METHODS = {"vhl": "VHL", "fedlgd": "FedLGD", "fedimpro": "FedImpro", "feddf": "FedDF",
+           "fedbr": "FedBR", "distilled": "the baselines' distilled data"}
+
+# plug-in parameters a scale changes → words ("<plug-in>.<param>" first, then "<param>");
+# others are named by their declaration's meaning
+PARAMS = {
+    "vhl.virtual_per_class": "virtual images per class",
+    "vhl.vftl_steps": "VFTL pre-training steps",
+    "vhl.virtual_options.dataset": "real images as virtual data",
+    "ipc": "local virtual images per class",
+    "server_ipc": "global virtual images per class",
+    "warmup_steps": "distribution-matching iterations of the initialisation",
+    "real_batch": "real images per class in a matching iteration",
+    "lr_img": "learning rate of the virtual images",
+    "embed_width": "width of the matching ConvNet",
+    "distill_every": "rounds between global distillations",
+    "distill_times": "distillation rounds |τ|",
+    "fedlgd.local_steps": "matching steps of a client in a distillation round",
+    "server_steps": "gradient-matching steps of the server",
+    "feddf.steps": "distillation steps a round at most",
+    "feddf.eval_every": "distillation steps between validations",
+    "feddf.unlabeled": "unlabeled data",
+    "fedimpro.weight_ramp_epochs": "local epochs of the feature-loss ramp",
+    "fedbr.proxy": "Mixture's proxy data",
+}
+
+WIDTHS = {0.5: "half-width", 0.25: "quarter-width", 0.125: "eighth-width"}
+
+
+def dataset(name: str, options: Mapping[str, Any] | None = None) -> str:
+    """A dataset as a reader knows it: "CIFAR-10", "digits in 4 styles"."""
+    domains = (options or {}).get("domains")
+    styles = f"{len(domains)} styles" if domains else "5 styles"
+    return DATASETS.get(name, name).format(domains=styles)
+
+
+def model(name: str, width: float = 1.0) -> str:
+    """A model and its width: "ResNet-18", "quarter-width ConvNet", "0.3×-width ConvNet"."""
+    printed = MODELS.get(name, name)
+    if float(width) == 1.0:
+        return printed
+    return f"{WIDTHS.get(float(width), f'{float(width):g}×-width')} {printed}"
+
+
+def method(name: str) -> str:
+    return METHODS.get(name, name)
+
+
+def param(plugin: str, name: str) -> str | None:
+    """A plug-in parameter in words, None where this module does not know it."""
+    return PARAMS.get(f"{plugin}.{name}") or PARAMS.get(name)
+
+
+def number(value: Any) -> str:
+    """A setting's value: thousands separated, floats as written ("10,000", "0.05")."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return DATASETS.get(value, str(value)) if isinstance(value, str) else str(value)
+    if float(value).is_integer() and abs(value) >= 1:
+        return f"{int(value):,}"
+    return f"{value:g}"
