@@ -10,7 +10,7 @@ from typing import Any
 
 from fedhet.papers import paper_name
 from fedhet.tables.metrics import TARGET, lookup
-from fedhet.tables.schema import CONFIG, PENDING, QUOTED, is_nan
+from fedhet.tables.schema import CONFIG, DIVERGED, NEVER, PENDING, QUOTED, is_nan
 
 # metrics a cell's calibration gain is printed next to (CCVR), in parentheses
 GAIN_HOSTS = ("acc", "last_acc")
@@ -26,17 +26,41 @@ NEAR_CHANCE_LEGEND = (
 GROUP_ROW = re.compile(r"\*\*(.+?)\*\*(.*)")  # a group header row of the markdown table
 
 
-def fmt(value: Any, metric: str, std: Any = None) -> str:
-    """A value as the paper prints it: `–` when not printed, `Nan`, digits by metric, `±std`."""
+# what a missing number of ours means, by the line's status
+MISSING = {NEVER: "not reached", DIVERGED: "diverged"}
+MISSING_LEGEND = {
+    "not reached": "the target accuracy is not reached within the rounds run (the paper "
+                   "prints Nan)",
+    "diverged": "training diverged (its loss or weights stopped being finite)",
+    "n/a": "the runs logged no such number",
+}
+
+
+def fmt(value: Any, metric: str, std: Any = None, status: str | None = None) -> str:
+    """A value as the paper prints it: `–` when not printed, digits by metric, `±std`; a
+    number that is missing says why: `not reached` (the target, within the rounds; the
+    paper's own Nan means that), `diverged`, else `n/a`."""
     if value is None:
         return "–"
-    if is_nan(value):
-        return "Nan"
     known = lookup(metric)
-    text = known.text(value) if known is not None else f"{value:.2f}"
-    if std is not None and not is_nan(std):
-        text += f"±{std:.2f}"
+    if is_nan(value):
+        if status in MISSING:
+            return MISSING[status]
+        rounds_based = known is not None and known.needs_rounds
+        return "not reached" if status is None and rounds_based else "n/a"
+    digits = known.text if known is not None else (lambda v: f"{v:.2f}")
+    text = digits(value)
+    if std is not None and not is_nan(std):  # at the value's precision
+        text += f"±{digits(std)}"
     return text
+
+
+def signed(value: float, metric: str) -> str:
+    """A difference at the precision its metric's values are printed with (+1.5, -47.4,
+    +174K)."""
+    known = lookup(metric)
+    text = known.text(abs(value)) if known is not None else f"{abs(value):.2f}"
+    return ("-" if value < 0 else "+") + text
 
 
 def header_of(metric: str) -> str:
@@ -53,7 +77,7 @@ def cell_text(line: Mapping[str, Any]) -> str:
         return f"{paper} / pending"
     if line["status"] == QUOTED:
         return f"{paper} {QUOTED_MARK}"
-    ours = fmt(line["our_mean"], metric, line.get("our_std"))
+    ours = fmt(line["our_mean"], metric, line.get("our_std"), line["status"])
     if line["status"] == CONFIG:  # a setting: its value here, and the paper's where it differs
         return ours if line["paper_value"] is None or paper == ours else f"{paper} / {ours}"
     return _compared(paper, ours, line)
@@ -65,7 +89,7 @@ def _compared(paper: str, ours: str, line: Mapping[str, Any]) -> str:
     if line.get("near_chance"):
         return f"{text} {NEAR_CHANCE_MARK}"
     if not is_nan(line["delta"]):
-        text += f" ({line['delta']:+.2f})"
+        text += f" ({signed(line['delta'], line['metric'])})"
     return text
 
 
@@ -85,7 +109,8 @@ def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None) -> st
         return f"{paper} / pending"
     if acc["status"] == QUOTED:
         return f"{paper} {QUOTED_MARK}"
-    ours = fmt(acc["our_mean"], metric, acc.get("our_std")) + _gain_text(gain, "our_mean")
+    ours = fmt(acc["our_mean"], metric, acc.get("our_std"), acc["status"]) + _gain_text(
+        gain, "our_mean")
     return _compared(paper, ours, acc)
 
 
@@ -140,6 +165,10 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
     row_targets = any(row in targets for row in order)
     if row_targets:
         header.insert(1, TARGET.header)
+    shown_blocks = {row.split(" · ", 1)[0] for row in order if blocks and " · " in row}
+    table_wide = [t for key, t in targets.items() if key not in by_row and key not in shown_blocks]
+    if table_wide:  # a target for the whole table (FedImpro Tables 8, 9): a line above the rows
+        body.append([_target_line(table_wide), *[""] * (len(header) - 1)])
     current = None
     for row in order:
         name = row
@@ -177,6 +206,16 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any]):
     return header, body
 
 
+def _target_line(targets: Sequence[Mapping[str, Any]]) -> str:
+    """The group row giving targets that belong to no row or block: `**target ACC** (CIFAR-10:
+    paper 82 / ours 66, how ours is set)`."""
+    name = TARGET.name
+    values = "; ".join(f"{t['row']}: paper {fmt(t['paper_value'], name)} / ours "
+                       f"{fmt(t['our_mean'], name, status=t['status'])}" for t in targets)
+    how = ", ".join(dict.fromkeys(str(t["status"]) for t in targets))
+    return f"**{TARGET.header}** ({values}, {how})"
+
+
 def _block_level_into_first_rows(lines: Sequence[Mapping[str, Any]],
                                  target: str) -> list[Mapping[str, Any]]:
     """A value line whose row is a whole block (FedImpro Table 1's centralized accuracy per
@@ -211,6 +250,13 @@ def _near_chance_legend(lines: Sequence[Mapping[str, Any]]) -> str:
     return NEAR_CHANCE_LEGEND if any(ln.get("near_chance") for ln in lines) else ""
 
 
+def _missing_legend(body: Sequence[Sequence[str]]) -> str:
+    """What the words standing for a missing number of ours mean ("" when no cell has one)."""
+    text = " ".join(c for row in body for c in row[1:])
+    said = [f"{word}: {meaning}." for word, meaning in MISSING_LEGEND.items() if word in text]
+    return " ".join(said)
+
+
 def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:
     """Where the quoted cells' numbers come from ("" when no cell is quoted)."""
     quoted = [ln.get("note") or "" for ln in lines if ln["status"] == QUOTED]
@@ -227,13 +273,13 @@ def render_markdown(
     out = [f"# {paper_name(payload['paper'])} {spec.get('title', payload['id'])}", ""]
     legend = f"Scale: `{scale}`. " + (
         SETTINGS_LEGEND if _only_settings(lines) else
-        "Each cell: paper / ours (ours − paper). `pending`: the method is not implemented yet. "
-        "`Nan`: target never reached or training diverged."
+        "Each cell: paper / ours (ours − paper). `pending`: the method is not implemented yet."
     )
     sources = _quoted_sources(lines)
     if sources:
         legend += f" `{QUOTED_MARK}`: a number the paper quotes ({sources}); not run here."
-    legend = " ".join(part for part in (legend, _near_chance_legend(lines)) if part)
+    missing = _missing_legend(body)
+    legend = " ".join(part for part in (legend, missing, _near_chance_legend(lines)) if part)
     out.append(legend)
     if note:
         out += ["", note]
@@ -258,8 +304,8 @@ def render_html(
         if sources
         else ""
     )
-    near = _near_chance_legend(lines)
-    marks += f"{html.escape(near)} " if near else ""
+    for legend in (_missing_legend(body), _near_chance_legend(lines)):
+        marks += f"{html.escape(legend)} " if legend else ""
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         (
@@ -272,7 +318,7 @@ def render_html(
             f"<p>Scale <b>{html.escape(scale)}</b>. "
             + (html.escape(SETTINGS_LEGEND) + " " if _only_settings(lines) else
                "Each cell: paper / ours (ours − paper). <i>pending</i>: method not implemented "
-               "yet; <i>Nan</i>: target never reached or diverged. ")
+               "yet. ")
             + f"{marks}{html.escape(note)}</p>"
         ),
         "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>",
