@@ -71,9 +71,9 @@ def test_vhl_table_tells_not_reached_from_diverged(demo):
     assert row in md
     scaffold = next(r for r in md.splitlines() if r.startswith("| SCAFFOLD"))
     assert "/ not reached" in scaffold  # our rounds: FedAvg's best is out of its reach
-    for text in (md, html):
-        assert "not reached: the target accuracy is not reached within the rounds run" in text
-        assert "diverged: training diverged" in text
+    assert "`not reached`: the target accuracy is not reached within the rounds run" in md
+    assert "<i>not reached</i>: the target accuracy is not reached within the rounds run" in html
+    assert "`diverged`: training diverged" in md and "<i>diverged</i>: training diverged" in html
 
 
 def test_a_table_wide_target_is_printed(demo):

@@ -250,11 +250,12 @@ def _near_chance_legend(lines: Sequence[Mapping[str, Any]]) -> str:
     return NEAR_CHANCE_LEGEND if any(ln.get("near_chance") for ln in lines) else ""
 
 
-def _missing_legend(body: Sequence[Sequence[str]]) -> str:
-    """What the words standing for a missing number of ours mean ("" when no cell has one)."""
+def _missing_legend(body: Sequence[Sequence[str]], mark: str = "`{}`") -> str:
+    """What the words standing for a missing number mean, each word set in `mark` ("" when no
+    cell has one)."""
     text = " ".join(c for row in body for c in row[1:])
-    said = [f"{word}: {meaning}." for word, meaning in MISSING_LEGEND.items() if word in text]
-    return " ".join(said)
+    return " ".join(f"{mark.format(word)}: {meaning}." for word, meaning
+                    in MISSING_LEGEND.items() if word in text)
 
 
 def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:
@@ -304,8 +305,10 @@ def render_html(
         if sources
         else ""
     )
-    for legend in (_missing_legend(body), _near_chance_legend(lines)):
-        marks += f"{html.escape(legend)} " if legend else ""
+    missing = _missing_legend([[html.escape(c) for c in row] for row in body], "<i>{}</i>")
+    marks += f"{missing} " if missing else ""
+    near = _near_chance_legend(lines)
+    marks += f"{html.escape(near)} " if near else ""
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         (
