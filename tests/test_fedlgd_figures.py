@@ -25,6 +25,7 @@ from matplotlib.image import AxesImage  # noqa: E402
 from fedhet.analysis import figure_data  # noqa: E402
 from fedhet.analysis.mia import balanced_subsets, loss_scores, roc_summary, run_membership  # noqa: E402
 from fedhet.config import resolve_run  # noqa: E402
+from fedhet.figures.labels import domain_label  # noqa: E402
 from fedhet.distill.core import load_or_make_distilled  # noqa: E402
 from fedhet.distill.spec import settings_for_run  # noqa: E402
 from fedhet.atomic import write_json  # noqa: E402
@@ -145,7 +146,8 @@ def test_sweep_draws_the_seed_means_in_numeric_order(tmp_path, metric):
     # ± std error bars for the two-seed line only
     bars = [c for c in ax.containers if c.has_yerr]
     assert len(bars) == 1 and bars[0].get_label() == "SupCon"
-    assert ax.get_legend() is not None and ax.get_legend().get_title().get_text() == "reg"
+    # the regulariser's names (SupCon, MMD) speak for themselves: no axis key over them
+    assert ax.get_legend() is not None and ax.get_legend().get_title().get_text() == ""
     note = footnote(fig)
     assert "demo stand-ins" in note and "a note of the figure" in note
     assert f"MMD · λ = 10 ({PENDING})" in note and "± std" in note
@@ -339,7 +341,7 @@ def test_pixel_hist_draws_one_line_per_client(results, tmp_path, served):
     axes = [ax for ax in fig.axes if ax.get_lines()]
     assert len(axes) == 3  # digits_domains is RGB: a panel per channel
     labels = [line.get_label() for line in axes[0].get_lines()]
-    assert len(labels) == 5 and labels[0] == f"client 0: mnist ({len(indices[0])} images)"
+    assert len(labels) == 5 and labels[0] == f"client 0: MNIST ({len(indices[0])} images)"
     np.testing.assert_allclose(axes[0].get_lines()[0].get_xdata(), (np.arange(32) + 0.5) * 8)
     np.testing.assert_allclose(axes[0].get_lines()[0].get_ydata(), 100 * shares[0])
     assert axes[-1].get_legend() is not None
@@ -479,8 +481,8 @@ def test_domain_tsne_has_a_panel_per_cell_and_a_marker_per_domain(results, tmp_p
     usps = [(p["x"], p["y"]) for p in first["points"] if p["domain"] == "usps"]
     np.testing.assert_allclose(panels[0].collections[0].get_offsets(), usps)
     legend = [t.get_text() for t in panels[-1].get_legend().get_texts()]
-    assert legend[:2] == ["domain: usps", "domain: synthdigits"] and "class 9" in legend
-    assert "40 of usps, 40 of synthdigits" in footnote(fig)
+    assert legend[:2] == ["domain: USPS", "domain: SynthDigits"] and "class 9" in legend
+    assert "40 of USPS, 40 of SynthDigits" in footnote(fig)
     assert_legible(fig)
 
 
@@ -521,7 +523,7 @@ def test_distilled_tsne_embeds_original_and_distilled_pixels(results, tmp_path, 
     fig = plt.gcf()
     panels = [ax for ax in fig.axes if ax.collections]
     assert len(panels) == 2
-    assert panels[0].get_title() == f"client 2 ({data['clients'][0]['domain']})"
+    assert panels[0].get_title() == f"client 2 ({domain_label(data['clients'][0]['domain'])})"
     assert [len(c.get_offsets()) for c in panels[0].collections] == [40, 20]
     distilled = [(p["x"], p["y"]) for p in data["points"]
                  if p["client"] == 2 and p["kind"] == "distilled"]

@@ -516,7 +516,7 @@ def test_values_print_as_their_metric_says():
     assert T.fmt(1.526, "speedup") == "1.53" and T.fmt(12.34, "cost") == "12.3"
     assert T.fmt(0.01, "lr") == "0.01" and T.fmt(83.651, "acc", 2.031) == "83.65±2.03"
     assert T.fmt(1.5, "not-a-metric") == "1.50"
-    assert T.fmt(None, "acc") == "–" and T.fmt(nan, "acc") == "Nan"
+    assert T.fmt(None, "acc") == "–" and T.fmt(nan, "acc") == "n/a"
 
 
 def test_unknown_metric_names_list_the_valid_ones():

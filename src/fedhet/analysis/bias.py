@@ -134,6 +134,7 @@ def bias_figure(result: dict[str, Any], title: str = "", notes: Sequence[str] = 
     import seaborn as sns
 
     from fedhet.figures.footnote import add_footnote
+    from fedhet.figures.titles import figure_title
     from fedhet.figures.legends import legend_beside
 
     sns.set_theme(style="whitegrid", context="paper")
@@ -167,7 +168,7 @@ def bias_figure(result: dict[str, Any], title: str = "", notes: Sequence[str] = 
             f"{100 * share['F_g']:.0f}% by F_g, {100 * share['F_1']:.0f}% by F_1. Accuracy "
             f"X1 / X2: F_g {100 * acc['F_g']['X1']:.0f}% / {100 * acc['F_g']['X2']:.0f}%, "
             f"F_1 {100 * acc['F_1']['X1']:.0f}% / {100 * acc['F_1']['X2']:.0f}%.")
-    fig.suptitle(title, fontsize=9)
+    figure_title(fig, title)
     add_footnote(fig, [*notes, text], width, height)
     return fig
 

@@ -73,6 +73,7 @@ def inversion_figure(rows: list[tuple[str, Any]], classes: list[int], title: str
     import matplotlib.pyplot as plt
 
     from fedhet.figures.footnote import add_footnote
+    from fedhet.figures.titles import figure_title
 
     width, height = max(3.0, 1.1 * len(classes)), 3.9
     fig, axes = plt.subplots(len(rows), len(classes), figsize=(width, height), squeeze=False)
@@ -87,7 +88,7 @@ def inversion_figure(rows: list[tuple[str, Any]], classes: list[int], title: str
                 ax.set_ylabel(textwrap.fill(name, 18), fontsize=5)
             if r == 0:
                 ax.set_title(f"class {label}", fontsize=5)
-    fig.suptitle(title, fontsize=8)
+    figure_title(fig, title, fontsize=8)
     add_footnote(fig, list(notes), width, height)
     return fig
 
@@ -97,6 +98,7 @@ def cmd_invert(args: argparse.Namespace) -> int:
     inversions of the shared class means at the same split (a PNG and a JSON of the errors)."""
     import matplotlib.pyplot as plt
 
+    from fedhet.figures.labels import layer_labels
     from fedhet.saved import open_run
 
     saved = open_run(args.run, device=args.device)
@@ -124,9 +126,10 @@ def cmd_invert(args: argparse.Namespace) -> int:
         pixels = (z * saved.augmenter.std + saved.augmenter.mean).clamp(0, 1)
         return pixels.permute(0, 2, 3, 1).cpu().numpy()
 
+    where = layer_labels([split])[0]  # block 2, not the module's key
     rows = [("original test image (Fig. 11)", show(images)),
-            (f"from its own {split} feature (Fig. 12)", show(from_feature)),
-            (f"from the shared class mean at {split} (Fig. 13)", show(from_mean))]
+            (f"from its own {where} feature (Fig. 12)", show(from_feature)),
+            (f"from the shared class mean at {where} (Fig. 13)", show(from_mean))]
     errors = {"feature": err_feature[-1], "class_mean": err_mean[-1]}
     note = (f"Relative feature error after {args.steps} Adam steps (lr {args.lr}, TV weight "
             f"{args.tv}): {errors['feature']:.3f} from a raw feature, {errors['class_mean']:.3f} "

@@ -50,6 +50,9 @@ class Cell:
     values: dict[str, Any] = field(default_factory=dict)  # settings tables: metric → setting
     # post-hoc cells: one calibration id ("<run_id>/<key>") per seed, parallel to run_ids
     calibrations: list[str] = field(default_factory=list)
+    # axis → the numbers its value's settings ran with, where the scale changed them
+    # (`fedhet.experiments.ran`): a figure ticks what ran, not only the paper's value
+    ran: dict[str, str] = field(default_factory=dict)
 
     def key(self) -> dict[str, Any]:
         out = {
@@ -67,6 +70,8 @@ class Cell:
         }
         if self.quoted is not None:  # absent otherwise: today's payloads stay as they were
             out["quoted"] = self.quoted
+        if self.ran:  # likewise
+            out["ran"] = self.ran
         return out
 
 

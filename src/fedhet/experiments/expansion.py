@@ -20,6 +20,7 @@ from fedhet.experiments.loading import (
     plain_copy,
     set_path,
 )
+from fedhet.experiments.ran import scaled_setting
 from fedhet.experiments.scaling import apply_scale, scale_for_paper
 
 
@@ -340,9 +341,12 @@ def expand_item(
             display: dict[str, str] = {}
             patch: dict[str, Any] = merge_settings(proto["settings"], grid.get("set") or {})
             quoted = None
+            patches: dict[str, Any] = {}
+            printed = spec.get("value_labels") or {}  # the item's own names of axis values
             for axis, value in labels.items():
                 label, vpatch = _vocab_entry(proto, axis, value, file, f"{where}.axes.{axis}")
-                display[axis] = str(label)
+                display[axis] = str(printed.get(axis, {}).get(value, label))
+                patches[axis] = vpatch
                 patch = merge_settings(patch, vpatch)
                 quoted = quoted or _quoted_of(proto, axis, value)
             for lookup in proto["lookups"]:
@@ -380,6 +384,9 @@ def expand_item(
             cell.settings = first
             if not quoted:
                 paper_settings.append(({**patch, "seed": seeds[0]}, first))
+            if is_figure:  # a figure ticks what ran (a table's notes say what the scale did)
+                cell.ran = {axis: text for axis, vpatch in patches.items()
+                            if vpatch and (text := scaled_setting(vpatch, first)) is not None}
             if kind == "settings":
                 key = spec.get("setting_key", "training.lr")
                 cell.values = {m: get_path(first, key) for m in metrics}

@@ -47,3 +47,21 @@ def class_legend(ax: Any, handles: list[Any], num_classes: int) -> Any:
                       label=f"class {c}") for c in range(num_classes)]
     return legend_beside(ax, handles=handles + classes, fontsize=6,
                          ncol=1 if num_classes <= 12 else 2)
+
+
+def retitle(legend: Any, spec: Mapping[str, Any]) -> Any:
+    """Replace the axis keys seaborn writes into a legend (its title, and the section heads of
+    a hue + style legend) by their printed names (`fedhet.figures.labels.axis_title`), or
+    leave them blank where an axis has none: a reader sees `dataset`, never `data`."""
+    from fedhet.figures.labels import axis_title
+
+    if legend is None:
+        return None
+    keys = {spec[r] for r in ("hue", "style", "size") if spec.get(r)}
+    title = legend.get_title()
+    if title.get_text() in keys:
+        title.set_text(axis_title(title.get_text(), spec) or "")
+    for text in legend.get_texts():
+        if text.get_text() in keys:
+            text.set_text(axis_title(text.get_text(), spec) or "")
+    return legend

@@ -160,7 +160,8 @@ def compute_table(
         m, s, n = mean_std([r.best_acc for r in runs])
         status = DIVERGED if any(r.status == "diverged" for r in runs) else OK
         acc[i] = (m, s, n, status)
-    # cells whose runs learnt (almost) nothing: their numbers are marked, not compared
+    # cells whose runs learnt (almost) nothing: their numbers are marked, not compared (an
+    # accuracy is judged on its own value, `_near`)
     chance = {i for i, (m, *_) in acc.items() if near_chance(m, cells[i].get("chance_acc"))}
 
     rounds: dict[int, Value] = {}
@@ -193,13 +194,24 @@ def compute_table(
                     state.reference_rounds = ref_rounds.get(key, NAN)
                 value = METRICS.get(metric).compute(state)
             row, column = cell["row"], cell["column"]
+            near = _near(metric, value[0], cell.get("chance_acc"), i in chance)
             lines.append(_line(payload, scale, row, column, metric, paper, paper_std, *value,
-                               note, near_chance=i in chance))
+                               note, near_chance=near))
 
     averages = spec.get("averages")
     if averages:
         lines.extend(_averages(payload, averages, lines, scale))
     return lines
+
+
+def _near(metric: str, value: float, chance: float | None, runs_near: bool) -> bool:
+    """Whether a line's number of ours is marked near chance: an accuracy when its own value
+    lies near chance (one client's accuracy of a run may, another not), any other metric
+    (rounds, speed-up, cost) when the best accuracy of the cell's runs does."""
+    known = lookup(metric)
+    if known is not None and known.accuracy:
+        return near_chance(value, chance)
+    return runs_near
 
 
 def _averages(payload, averages, lines, scale):
@@ -209,6 +221,7 @@ def _averages(payload, averages, lines, scale):
     spec = payload["spec"]
     by_rc = {(ln["row"], ln["column"], ln["metric"]): ln for ln in lines}
     groups: dict[tuple, list] = {}
+    chances: dict[tuple, float | None] = {}
     order: list[tuple] = []
     for cell in payload["cells"]:
         if cell["grid"] != 0 or over not in cell["labels"]:
@@ -223,6 +236,7 @@ def _averages(payload, averages, lines, scale):
             if gkey not in groups:
                 groups[gkey] = []
                 order.append(gkey)
+                chances[gkey] = cell.get("chance_acc")
             groups[gkey].append(by_rc[(cell["row"], cell["column"], metric)])
     out = []
     for gkey in order:
@@ -257,8 +271,9 @@ def _averages(payload, averages, lines, scale):
         vals = [m["our_mean"] for m in members]
         mean = NAN if any(is_nan(v) for v in vals) else sum(vals) / len(vals)
         n = min(m["seeds"] for m in members)
-        status = OK if not is_nan(mean) else DIVERGED
-        near = any(m["near_chance"] for m in members)
+        missing = [m["status"] for m in members if m["status"] != OK]
+        status = OK if not is_nan(mean) else (missing[0] if missing else DIVERGED)
+        near = _near(metric, mean, chances[gkey], any(m["near_chance"] for m in members))
         out.append(
             _line(payload, scale, disp_row, disp_col, metric, paper, NAN, mean, NAN, n, status,
                   near_chance=near)

@@ -65,12 +65,18 @@ def _significant(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _three_digits(value: float) -> str:
+    """Three significant digits, trailing zeros kept (11.0, 23.5, 311, 0.500)."""
+    return f"{value:#.3g}".rstrip(".")
+
+
 def _si(value: float) -> str:
-    """A count with an SI prefix, as the papers print them (311K, 11.2M)."""
+    """A count with an SI prefix at three significant digits (311K, 11.0M, 23.5K): the paper's
+    value, ours and their difference all printed alike."""
     for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g}{prefix}"
-    return f"{value:.3g}"
+        if abs(value) >= factor * (1 - 5e-4):  # 999,999 prints 1.00M, not 1.00e+03K
+            return f"{_three_digits(value / factor)}{prefix}"
+    return _three_digits(value)
 
 
 def _whole(value: float) -> str:
@@ -90,6 +96,9 @@ class Metric:
     source: str  # where it comes from, in words
     compute: Callable[[CellState], Value] | None  # None: computed per block (the target)
     text: Callable[[float], str] = _two_decimals  # a value as the paper prints it
+    # an accuracy in %: whether it lies near chance is judged on the cell's own value (else on
+    # the best accuracy of the cell's runs)
+    accuracy: bool = False
 
     @property
     def needs_rounds(self) -> bool:
@@ -188,6 +197,7 @@ _DECLARED = (
         kind="run",
         source="final.json: best test accuracy during training",
         compute=_final("best_acc"),
+        accuracy=True,
     ),
     Metric(
         name="last_acc",
@@ -196,6 +206,7 @@ _DECLARED = (
         kind="run",
         source="final.json: the last round's test accuracy",
         compute=_final("last_acc"),
+        accuracy=True,
     ),
     Metric(
         name="top5_acc",
@@ -204,6 +215,7 @@ _DECLARED = (
         kind="run",
         source="final.json: mean of the five best test accuracies",
         compute=_final("top5_acc"),
+        accuracy=True,
     ),
     Metric(
         name="local_top5_acc",
@@ -213,6 +225,7 @@ _DECLARED = (
         source="final.json: mean test accuracy of the round's client models, mean of the five "
         "best rounds (eval.client_models)",
         compute=_final("local_top5_acc"),
+        accuracy=True,
     ),
     Metric(
         name="domain_acc",
@@ -223,6 +236,7 @@ _DECLARED = (
         "unweighted mean over the domains (vocabulary `domain:`)",
         compute=_domain_acc,
         text=_one_decimal,
+        accuracy=True,
     ),
     Metric(
         name="params_m",

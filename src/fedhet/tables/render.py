@@ -10,7 +10,7 @@ from typing import Any
 
 from fedhet.papers import paper_name
 from fedhet.tables.metrics import TARGET, lookup
-from fedhet.tables.schema import CONFIG, PENDING, QUOTED, is_nan
+from fedhet.tables.schema import CONFIG, DIVERGED, NEVER, PENDING, QUOTED, is_nan
 
 # metrics a cell's calibration gain is printed next to (CCVR), in parentheses
 GAIN_HOSTS = ("acc", "last_acc")
@@ -26,17 +26,41 @@ NEAR_CHANCE_LEGEND = (
 GROUP_ROW = re.compile(r"\*\*(.+?)\*\*(.*)")  # a group header row of the markdown table
 
 
-def fmt(value: Any, metric: str, std: Any = None) -> str:
-    """A value as the paper prints it: `–` when not printed, `Nan`, digits by metric, `±std`."""
+# what a missing number of ours means, by the line's status
+MISSING = {NEVER: "not reached", DIVERGED: "diverged"}
+MISSING_LEGEND = {
+    "not reached": "the target accuracy is not reached within the rounds run (the paper "
+                   "prints Nan)",
+    "diverged": "training diverged (its loss or weights stopped being finite)",
+    "n/a": "the runs logged no such number",
+}
+
+
+def fmt(value: Any, metric: str, std: Any = None, status: str | None = None) -> str:
+    """A value as the paper prints it: `–` when not printed, digits by metric, `±std`; a
+    number that is missing says why: `not reached` (the target, within the rounds; the
+    paper's own Nan means that), `diverged`, else `n/a`."""
     if value is None:
         return "–"
-    if is_nan(value):
-        return "Nan"
     known = lookup(metric)
-    text = known.text(value) if known is not None else f"{value:.2f}"
-    if std is not None and not is_nan(std):
-        text += f"±{std:.2f}"
+    if is_nan(value):
+        if status in MISSING:
+            return MISSING[status]
+        rounds_based = known is not None and known.needs_rounds
+        return "not reached" if status is None and rounds_based else "n/a"
+    digits = known.text if known is not None else (lambda v: f"{v:.2f}")
+    text = digits(value)
+    if std is not None and not is_nan(std):  # at the value's precision
+        text += f"±{digits(std)}"
     return text
+
+
+def signed(value: float, metric: str) -> str:
+    """A difference at the precision its metric's values are printed with (+1.5, -47.4,
+    +174K)."""
+    known = lookup(metric)
+    text = known.text(abs(value)) if known is not None else f"{abs(value):.2f}"
+    return ("-" if value < 0 else "+") + text
 
 
 def header_of(metric: str) -> str:
@@ -54,7 +78,7 @@ def cell_text(line: Mapping[str, Any], deltas: bool = True) -> str:
         return f"{paper} / pending"
     if line["status"] == QUOTED:
         return f"{paper} {QUOTED_MARK}"
-    ours = fmt(line["our_mean"], metric, line.get("our_std"))
+    ours = fmt(line["our_mean"], metric, line.get("our_std"), line["status"])
     if line["status"] == CONFIG:  # a setting: its value here, and the paper's where it differs
         return ours if line["paper_value"] is None or paper == ours else f"{paper} / {ours}"
     return _compared(paper, ours, line, deltas)
@@ -67,7 +91,7 @@ def _compared(paper: str, ours: str, line: Mapping[str, Any], deltas: bool = Tru
     if line.get("near_chance"):
         return f"{text} {NEAR_CHANCE_MARK}"
     if deltas and not is_nan(line["delta"]):
-        text += f" ({line['delta']:+.2f})"
+        text += f" ({signed(line['delta'], line['metric'])})"
     return text
 
 
@@ -88,7 +112,8 @@ def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None,
         return f"{paper} / pending"
     if acc["status"] == QUOTED:
         return f"{paper} {QUOTED_MARK}"
-    ours = fmt(acc["our_mean"], metric, acc.get("our_std")) + _gain_text(gain, "our_mean")
+    ours = fmt(acc["our_mean"], metric, acc.get("our_std"), acc["status"]) + _gain_text(
+        gain, "our_mean")
     return _compared(paper, ours, acc, deltas)
 
 
@@ -144,6 +169,10 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], delta
     row_targets = any(row in targets for row in order)
     if row_targets:
         header.insert(1, TARGET.header)
+    shown_blocks = {row.split(" · ", 1)[0] for row in order if blocks and " · " in row}
+    table_wide = [t for key, t in targets.items() if key not in by_row and key not in shown_blocks]
+    if table_wide:  # a target for the whole table (FedImpro Tables 8, 9): a line above the rows
+        body.append([_target_line(table_wide), *[""] * (len(header) - 1)])
     current = None
     for row in order:
         name = row
@@ -181,6 +210,16 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], delta
     return header, body
 
 
+def _target_line(targets: Sequence[Mapping[str, Any]]) -> str:
+    """The group row giving targets that belong to no row or block: `**target ACC** (CIFAR-10:
+    paper 82 / ours 66, how ours is set)`."""
+    name = TARGET.name
+    values = "; ".join(f"{t['row']}: paper {fmt(t['paper_value'], name)} / ours "
+                       f"{fmt(t['our_mean'], name, status=t['status'])}" for t in targets)
+    how = ", ".join(dict.fromkeys(str(t["status"]) for t in targets))
+    return f"**{TARGET.header}** ({values}, {how})"
+
+
 def _block_level_into_first_rows(lines: Sequence[Mapping[str, Any]],
                                  target: str) -> list[Mapping[str, Any]]:
     """A value line whose row is a whole block (FedImpro Table 1's centralized accuracy per
@@ -215,6 +254,14 @@ def _near_chance_legend(lines: Sequence[Mapping[str, Any]]) -> str:
     return NEAR_CHANCE_LEGEND if any(ln.get("near_chance") for ln in lines) else ""
 
 
+def _missing_legend(body: Sequence[Sequence[str]], mark: str = "`{}`") -> str:
+    """What the words standing for a missing number mean, each word set in `mark` ("" when no
+    cell has one)."""
+    text = " ".join(c for row in body for c in row[1:])
+    return " ".join(f"{mark.format(word)}: {meaning}." for word, meaning
+                    in MISSING_LEGEND.items() if word in text)
+
+
 def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:
     """Where the quoted cells' numbers come from ("" when no cell is quoted)."""
     quoted = [ln.get("note") or "" for ln in lines if ln["status"] == QUOTED]
@@ -241,13 +288,13 @@ def render_markdown(
     out = [f"# {paper_name(payload['paper'])} {spec.get('title', payload['id'])}", ""]
     legend = f"Scale: `{scale}`. " + (
         SETTINGS_LEGEND if _only_settings(lines) else
-        f"{CELL_LEGEND[deltas]} `pending`: the method is not implemented yet. "
-        "`Nan`: target never reached or training diverged."
+        f"{CELL_LEGEND[deltas]} `pending`: the method is not implemented yet."
     )
     sources = _quoted_sources(lines)
     if sources:
         legend += f" `{QUOTED_MARK}`: a number the paper quotes ({sources}); not run here."
-    legend = " ".join(part for part in (legend, _near_chance_legend(lines)) if part)
+    missing = _missing_legend(body)
+    legend = " ".join(part for part in (legend, missing, _near_chance_legend(lines)) if part)
     out.append(legend)
     if note:
         out += ["", note]
@@ -273,6 +320,8 @@ def render_html(
         if sources
         else ""
     )
+    missing = _missing_legend([[html.escape(c) for c in row] for row in body], "<i>{}</i>")
+    marks += f"{missing} " if missing else ""
     near = _near_chance_legend(lines)
     marks += f"{html.escape(near)} " if near else ""
     parts = [
@@ -287,7 +336,7 @@ def render_html(
             f"<p>Scale <b>{html.escape(scale)}</b>. "
             + (html.escape(SETTINGS_LEGEND) + " " if _only_settings(lines) else
                f"{html.escape(CELL_LEGEND[deltas])} <i>pending</i>: method not implemented "
-               "yet; <i>Nan</i>: target never reached or diverged. ")
+               "yet. ")
             + f"{marks}</p>"
             + (f"<p>{html.escape(note)}</p>" if note else "")  # what this scale changed
         ),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,12 @@ def cmd_virtual_grid(args: argparse.Namespace) -> int:
     import torch
 
     from fedhet.virtual import virtual_grid_png
+    from fedhet.virtual.spec import KIND_NAMES
 
     data = torch.load(args.data, map_location="cpu", weights_only=True)
     s = data["settings"]
-    what = (f"{s['kind']}, {s['num_classes']} classes × {s['images_per_class']} images, "
-            f"{s['size']} px")
-    title = f"{args.title} ({what})" if args.title else what
+    what = f"{s['num_classes']} classes × {s['images_per_class']} images, {s['size']} px"
+    title = f"{args.title} ({what})" if args.title else f"{KIND_NAMES[s['kind']]} ({what})"
     virtual_grid_png(data["x"], data["y"], args.out, per_class=args.per_class, title=title,
                      notes=args.note)
     print(args.out)
@@ -79,6 +78,7 @@ def client_tsne_figure(panels: list[dict[str, Any]], title: str = "",
 
     from fedhet.figures.footnote import add_footnote
     from fedhet.figures.legends import class_colours, class_legend, marker_handles
+    from fedhet.figures.titles import figure_title
 
     num_classes = max(int(p["frame"]["class"].max()) for p in panels) + 1
     cmap = class_colours(num_classes)
@@ -98,7 +98,7 @@ def client_tsne_figure(panels: list[dict[str, Any]], title: str = "",
     markers = {f"client {c}": MARKERS[m % len(MARKERS)] for m, c in enumerate(clients)}
     class_legend(axes[0][-1], marker_handles(markers), num_classes)
     if title:
-        fig.suptitle(textwrap.fill(title, int(14 * width)), fontsize=9)
+        figure_title(fig, title)
     add_footnote(fig, list(notes), width, height)
     return fig
 

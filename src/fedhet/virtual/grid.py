@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ def virtual_grid_figure(x: torch.Tensor, y: torch.Tensor, per_class: int = 8,
     import matplotlib.pyplot as plt
 
     from fedhet.figures.footnote import add_footnote
+    from fedhet.figures.titles import figure_title
 
     grid = grid_array(x, y, per_class, max_classes)
     classes = sorted(int(c) for c in torch.unique(y))[: max_classes or None]
@@ -60,7 +60,7 @@ def virtual_grid_figure(x: torch.Tensor, y: torch.Tensor, per_class: int = 8,
     for side in ax.spines.values():
         side.set_visible(False)
     if title:
-        ax.set_title(textwrap.fill(title, int(14 * width)), fontsize=9)
+        figure_title(fig, title)
     add_footnote(fig, list(notes), width, height)
     return fig
 

@@ -68,6 +68,13 @@ DEFAULTS: dict[str, Callable[[int], dict[str, Any]]] = {
     "tinyimagenet10": _real,
 }
 KINDS = tuple(DEFAULTS)
+# how a figure names each kind of virtual data
+KIND_NAMES = {
+    "stylegan": "virtual data from an untrained StyleGAN-v2",
+    "noise": "virtual data from upsampled Gaussian noise",
+    "cnn": "virtual data from random Simple-CNN generators",
+    "tinyimagenet10": "virtual data from 10 Tiny-ImageNet classes",
+}
 
 
 def resolve_options(kind: str, num_classes: int,

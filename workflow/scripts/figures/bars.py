@@ -4,7 +4,6 @@ there are several), the value printed on each bar (Snakemake script; matplotlib,
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +14,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.labels import axis_title, metric_label  # noqa: E402
+from fedhet.figures.titles import figure_title  # noqa: E402
 
 # figure metric → final.json key (fractions, drawn in %)
 FINAL_KEYS = {
@@ -91,12 +92,13 @@ def main(sm) -> None:
         ax.set_axis_off()
     else:
         draw(ax, df, groups, hues)
-        ax.set_xlabel(spec.get("x", ""))
-        ax.set_ylabel(spec.get("ylabel", f"{spec.get('metric', 'top5_acc')} (%)"))
+        ax.set_xlabel(axis_title(spec.get("x"), spec) or "")
+        ax.set_ylabel(spec.get("ylabel") or metric_label(spec.get("metric", "top5_acc")))
         if spec.get("hue"):  # beside the axes: never over a bar
-            ax.legend(title=spec["hue"], fontsize=7, title_fontsize=7, frameon=False,
+            ax.legend(title=axis_title(spec["hue"], spec), fontsize=7, title_fontsize=7,
+                      frameon=False,
                       loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    figure_title(fig, spec["title"])
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}"]
     seeds = int(df["seed"].nunique()) if not df.empty else 0
     if seeds > 1:

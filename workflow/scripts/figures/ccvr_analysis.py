@@ -18,7 +18,12 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
-from fedhet.figures.legends import class_colours, class_legend, legend_beside  # noqa: E402
+from fedhet.figures.labels import axis_title, layer_labels  # noqa: E402
+from fedhet.figures.legends import class_colours, class_legend, legend_beside, retitle  # noqa: E402
+from fedhet.figures.titles import figure_title  # noqa: E402
+
+# the three layers of the pairwise CKA figure, by position (CCVR Fig. 1)
+PAIRWISE = ("first", "middle", "last")
 
 
 def cell_name(cell, axes):
@@ -77,6 +82,8 @@ def plot_cka(payload, sm):
             frames.append(df)
     df = pd.concat(frames, ignore_index=True)
     layers = list(dict.fromkeys(df["layer"]))
+    df["layer"] = df["layer"].map(dict(zip(layers, layer_labels(layers), strict=True)))
+    layers = layer_labels(layers)
     settings = list(dict.fromkeys(df["setting"]))
     if opts.get("view", "pairwise") == "mean":
         means = []
@@ -88,21 +95,24 @@ def plot_cka(payload, sm):
         m = pd.concat(means, ignore_index=True)
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         sns.barplot(data=m, x="layer", y="mean_cka", hue="setting", order=layers, ax=ax)
+        ax.set_xlabel("layer (shallow to deep)")
         ax.set_ylabel("mean CKA over client pairs")
         ax.set_ylim(0, 1.05)
-        legend_beside(ax, fontsize=7, title_fontsize=7)
+        legend_beside(ax, fontsize=7, title=axis_title(names[0]) if len(names) == 1 else None)
         return fig, f"{len(m)} bars"
-    # pairwise: first, middle and last layer (the classifier), as the paper shows
-    shown = [layers[0], layers[len(layers) // 2], layers[-1]]
+    # pairwise: the first, the middle and the last layer (the classifier), as the paper shows
+    shown = dict(zip(PAIRWISE, (layers[0], layers[len(layers) // 2], layers[-1]), strict=True))
     fig, axes = plt.subplots(
         len(settings), len(shown), figsize=(3.2 * len(shown), 2.9 * len(settings)), squeeze=False
     )
     for i, setting in enumerate(settings):
-        for j, layer in enumerate(shown):
+        for j, (where, layer) in enumerate(shown.items()):
             part = df[(df["setting"] == setting) & (df["layer"] == layer) & (df["seed"] == 0)]
             mat = part.pivot(index="client_a", columns="client_b", values="cka")
-            sns.heatmap(mat, vmin=0, vmax=1, cmap="viridis", ax=axes[i][j], cbar=j == len(shown) - 1)
-            axes[i][j].set_title(f"{setting}: {layer}", fontsize=8)
+            sns.heatmap(mat, vmin=0, vmax=1, cmap="viridis", ax=axes[i][j],
+                        cbar=j == len(shown) - 1, cbar_kws={"label": "CKA"})
+            name = layer if layer == "classifier" else f"{where} layer ({layer})"
+            axes[i][j].set_title(f"{setting}: {name}", fontsize=8)
             axes[i][j].set_xlabel("client")
             axes[i][j].set_ylabel("client")
     return fig, f"{len(df)} CKA values"
@@ -123,20 +133,27 @@ def plot_norms(payload, sm):
         len(cells), 1 + len(wanted), figsize=(3.0 * (1 + len(wanted)), 2.8 * len(cells)),
         squeeze=False,
     )
-    for i, cell in enumerate(cells):
+    runs = []  # per cell: its name, label counts and the norm matrix of each wanted round
+    for cell in cells:
         run_dir = Path(f"{sm.params.results}/runs") / cell["run_ids"][0]
-        name = cell_name(cell, names)
-        labels = label_distribution_frame(run_dir)
-        mat = labels.pivot(index="class", columns="client", values="count")
-        sns.heatmap(mat, cmap="Reds", ax=axes[i][0], cbar=False, annot=False)
-        axes[i][0].set_title(f"{name}: samples per class", fontsize=8)
         frame = classifier_norms_frame(run_dir)
         rounds = sorted(frame["round"].unique())
         pick = {"first": rounds[0], "middle": rounds[len(rounds) // 2], "last": rounds[-1]}
-        for j, r in enumerate(wanted):
-            rnd = pick.get(r, r)
+        norms = [(int(pick.get(r, r)), norm_matrix(frame, int(pick.get(r, r))).T) for r in wanted]
+        counts = label_distribution_frame(run_dir).pivot(index="class", columns="client",
+                                                         values="count")
+        runs.append((cell_name(cell, names), counts, norms))
+    # one colour scale for every norm panel (and one for the label counts): panels compare
+    top = max(float(np.nanmax(m.to_numpy())) for _, _, norms in runs for _, m in norms)
+    most = max(float(np.nanmax(c.to_numpy())) for _, c, _ in runs)
+    for i, (name, counts, norms) in enumerate(runs):
+        sns.heatmap(counts, cmap="Reds", ax=axes[i][0], annot=False, vmin=0, vmax=most,
+                    cbar_kws={"label": "samples", "shrink": 0.8})
+        axes[i][0].set_title(f"{name}: samples per class", fontsize=8)
+        for j, (rnd, matrix) in enumerate(norms):
             ax = axes[i][1 + j]
-            sns.heatmap(norm_matrix(frame, int(rnd)).T, cmap="Blues", ax=ax, cbar=False)
+            sns.heatmap(matrix, cmap="Blues", ax=ax, vmin=0, vmax=top,
+                        cbar_kws={"label": "classifier weight norm", "shrink": 0.8})
             ax.set_title(f"{name}: classifier norm, round {rnd}", fontsize=8)
             ax.set_xlabel("client")
             ax.set_ylabel("class")
@@ -178,7 +195,7 @@ def plot_wasserstein(payload, sm):
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     sns.scatterplot(data=df, x="msw", y="gain", hue=spec.get("hue"), style=spec.get("style"),
                     s=60, ax=ax)
-    legend_beside(ax, fontsize=7)
+    retitle(legend_beside(ax, fontsize=7), spec)
     ax.set_xlabel("mean sliced Wasserstein distance between class Gaussians")
     ax.set_ylabel("accuracy gain (pp)")
     if df["msw"].notna().sum() >= 3:
@@ -242,7 +259,7 @@ def main(sm) -> None:
         ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8)
         summary = f"FAILED: {err}"
     width, height = fig.get_size_inches()
-    fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    figure_title(fig, spec["title"])
     add_footnote(fig, figure_notes(sm.wildcards.scale, sm.params.note, spec),
                  width, height)
     fig.savefig(sm.output[0], dpi=150)

@@ -14,7 +14,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
-from fedhet.figures.legends import legend_beside  # noqa: E402
+from fedhet.figures.legends import legend_beside, retitle  # noqa: E402
+from fedhet.figures.titles import figure_title  # noqa: E402
 
 PERCENT = {"test_acc", "mean_domain_acc"}
 
@@ -62,7 +63,7 @@ def draw(ax, df, spec, several: bool, legend: bool) -> None:
         ax=ax,
     )
     if ax.get_legend() is not None:  # beside the panel: over no curve
-        legend_beside(ax, fontsize=7, title_fontsize=7)
+        retitle(legend_beside(ax, fontsize=7, title_fontsize=7), spec)
     if spec.get("yscale"):
         ax.set_yscale(spec["yscale"])
     if by_time:
@@ -98,10 +99,7 @@ def main(sm) -> None:
             draw(ax, part, spec, several, legend=k == len(panels) - 1)
             if panel is not None:
                 ax.set_title(panel, fontsize=8)
-    if len(panels) == 1:
-        axes[0].set_title(spec["title"], fontsize=9)
-    else:
-        fig.suptitle(spec["title"], fontsize=9)
+    figure_title(fig, spec["title"])
     notes = figure_notes(sm.wildcards.scale, sm.params.note, spec)
     if pending:
         notes.append("not shown (pending): " + "; ".join(pending))

@@ -11,7 +11,6 @@ The images live in normalised input space; each is rescaled to its own [min, max
 
 import math
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -22,6 +21,8 @@ import numpy as np  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.labels import runs_label  # noqa: E402
+from fedhet.figures.titles import figure_title  # noqa: E402
 
 PAD = 1  # pixels between images
 
@@ -41,6 +42,14 @@ def mosaic(panel: dict, per_class: int, height: int, width: int,
     return out, classes
 
 
+def images_per_class(panels: list[dict], wanted: int) -> int:
+    """How many images of a class a row shows: `wanted`, or fewer when no panel holds as
+    many of any class (a scale with fewer virtual images per class)."""
+    held = [np.bincount(np.asarray(p["labels"], dtype=np.int64)).max()
+            for p in panels if len(p["labels"])]
+    return max(1, min(wanted, max(held, default=wanted)))
+
+
 def panel_title(panel: dict) -> str:
     if panel["client"] is None:
         return f"server (global, {panel['count']} images)"
@@ -56,6 +65,7 @@ def main(sm) -> None:
                        getattr(sm.params, "device", "auto"))
     panels, num_classes = data["panels"], data["num_classes"]
     h, w, ch = data["height"], data["width"], data["channels"]
+    wanted, per_class = per_class, images_per_class(panels, per_class)
     cols = min(len(panels), 6)
     rows = math.ceil(len(panels) / cols)
     aspect = (num_classes * (h + PAD)) / (per_class * (w + PAD))
@@ -78,13 +88,14 @@ def main(sm) -> None:
         if n % cols == 0:
             ax.set_ylabel("class", fontsize=7)
     cell = next((c for c in payload["cells"] if c["run_ids"]), None)
-    what = " · ".join(cell["display"].values()) if cell and cell["display"] else ""
-    fig.suptitle(textwrap.fill(spec["title"] + (f" ({what})" if what else ""), int(14 * width)),
-                 fontsize=9)
+    what = runs_label(cell, spec) if cell else ""
+    figure_title(fig, spec["title"] + (f" ({what})" if what else ""))
+    fewer = (f" (the runs hold {per_class} per class at this scale, not {wanted})"
+             if per_class < wanted else "")
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
-             f"The first {per_class} images of each class (one row per class, labelled on the "
-             "left) of the virtual data after the last round; each image rescaled to its own "
-             "minimum and maximum (the data lives in normalised input space)."]
+             f"The first {per_class} images of each class{fewer} (one row per class, labelled "
+             "on the left) of the virtual data after the last round; each image rescaled to "
+             "its own minimum and maximum (the data lives in normalised input space)."]
     if cell and len(cell["run_ids"]) > 1:
         notes.append(f"Run of the first of {len(cell['run_ids'])} seeds.")
     shown = [p["client"] for p in panels if p["client"] is not None]

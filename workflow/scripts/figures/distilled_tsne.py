@@ -12,7 +12,6 @@ and the partition from `<datasets>/../partitions` (resources/datasets, resources
 """
 
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -23,7 +22,9 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.labels import domain_label  # noqa: E402
 from fedhet.figures.legends import class_colours, class_legend  # noqa: E402
+from fedhet.figures.titles import figure_title  # noqa: E402
 
 SOURCES = {"original": dict(marker="o", s=9, alpha=0.55, linewidths=0),
            "distilled": dict(marker="*", s=60, alpha=0.95, edgecolors="black", linewidths=0.4)}
@@ -31,7 +32,8 @@ SOURCES = {"original": dict(marker="o", s=9, alpha=0.55, linewidths=0),
 
 def client_name(client: dict) -> str:
     """"client k", with the domain most of its images come from when the data has domains."""
-    return f"client {client['client']}" + (f" ({client['domain']})" if client["domain"] else "")
+    domain = f" ({domain_label(client['domain'])})" if client["domain"] else ""
+    return f"client {client['client']}{domain}"
 
 
 def main(sm) -> None:
@@ -63,14 +65,14 @@ def main(sm) -> None:
                       markersize=7 if source == "distilled" else 4,
                       label=f"{source} images") for source, s in SOURCES.items()]
     class_legend(axes[0][-1], handles, num_classes)
-    fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    figure_title(fig, spec["title"])
     counts = {s: sum(p["kind"] == s for p in points) for s in SOURCES}
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
              f"One t-SNE of raw normalised pixels over both panels (perplexity "
              f"{options.get('perplexity', 30)}): {counts['original']} original training images "
              f"(at most {options.get('per_class', 50)} per class and client, seeded) and "
-             f"{counts['distilled']} initial distilled images (the cached artefact {path.stem}, "
-             "before any federated round)."]
+             f"{counts['distilled']} initial distilled images (the local virtual data as "
+             "distilled before any federated round)."]
     notes += item_notes(spec)
     add_footnote(fig, notes, width, 4.0)
     fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")

@@ -10,7 +10,6 @@ Spec keys: `domains` (two domain names or ids, default the dataset's first two),
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -25,7 +24,9 @@ MARKERS = ("o", "^", "s", "D")
 
 def main(sm) -> None:
     from fedhet.figures.footnote import add_footnote, item_notes
+    from fedhet.figures.labels import domain_label, runs_label
     from fedhet.figures.legends import class_colours, class_legend, marker_handles
+    from fedhet.figures.titles import figure_title
 
     payload = sm.params.payload
     spec = payload["spec"]
@@ -59,16 +60,18 @@ def main(sm) -> None:
         ax.set_title(label, fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
-    markers = {f"domain: {name}": MARKERS[m % len(MARKERS)] for m, name in enumerate(shown)}
+    markers = {f"domain: {domain_label(name)}": MARKERS[m % len(MARKERS)]
+               for m, name in enumerate(shown)}
     class_legend(axes[0][-1], marker_handles(markers), num_classes)
-    fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    figure_title(fig, spec["title"])
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
              "Features: the final global model's classifier input on test images "
-             f"({', '.join(f'{n} of {d}' for d, n in counts.items())}; seeded subsample), one "
+             f"({', '.join(f'{n} of {domain_label(d)}' for d, n in counts.items())}; seeded "
+             "subsample), one "
              "t-SNE per panel. First seed's run of each cell."]
     if pending:
         notes.append("not shown: " + "; ".join(
-            f"{' · '.join(c['display'].values())} ({c['pending']})" for c in pending))
+            f"{runs_label(c, spec)} ({c['pending']})" for c in pending))
     notes += item_notes(spec)
     add_footnote(fig, notes, width, 3.9)
     fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")

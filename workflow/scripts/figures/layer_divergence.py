@@ -5,7 +5,6 @@ paper does (Snakemake script; pandas + seaborn, Agg backend)."""
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -18,7 +17,9 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
+from fedhet.figures.labels import layer_labels  # noqa: E402
 from fedhet.figures.legends import legend_beside  # noqa: E402
+from fedhet.figures.titles import figure_title  # noqa: E402
 
 GROUPS = (("layer_divergence", "weight layers"), ("stage_divergence", "stages"))
 
@@ -32,15 +33,18 @@ def evenly_spaced(names: list[str], count: int) -> list[str]:
 
 
 def load(path: Path, key: str, count: int) -> pd.DataFrame:
-    """Rounds × groups of one run, seeds averaged by the caller, each line ÷ its maximum."""
+    """Rounds × groups of one run, seeds averaged by the caller, each line ÷ its maximum; the
+    groups by their printed names (layer k of n, block k, classifier)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r.get(key)]
     if not rows:
         return pd.DataFrame()
     names = list(rows[0][key])
+    printed = dict(zip(names, layer_labels(names), strict=True))
     if key == "layer_divergence":
         names = evenly_spaced(names, count)
-    frame = pd.DataFrame([{"round": r["round"], **{n: r[key][n] for n in names}} for r in rows])
+    frame = pd.DataFrame([{"round": r["round"], **{printed[n]: r[key][n] for n in names}}
+                          for r in rows])
     long = frame.melt(id_vars="round", var_name="group", value_name="value")
     peak = long.groupby("group")["value"].transform("max")
     long["value"] = long["value"] / peak.where(peak > 0, 1.0)
@@ -74,7 +78,7 @@ def main(sm) -> None:
             ax.set_title(f"({'ab'[col]}) {what}: {title}", fontsize=8)
             legend_beside(ax, fontsize=5, title=what, title_fontsize=6)
     width, height = fig.get_size_inches()
-    fig.suptitle(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    figure_title(fig, spec["title"])
     add_footnote(fig, figure_notes(sm.wildcards.scale, sm.params.note, spec), width, height)
     fig.savefig(sm.output[0], dpi=150)
     print(f"{len(cells)} runs", file=sys.stderr)

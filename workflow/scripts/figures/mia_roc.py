@@ -10,7 +10,6 @@ Spec keys: `options.samples` (members and non-members each, at most; default 200
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -24,6 +23,8 @@ from fedhet.figures.commands import cell_labels, figure_data  # noqa: E402
 
 def main(sm) -> None:
     from fedhet.figures.footnote import add_footnote, item_notes
+    from fedhet.figures.labels import runs_label
+    from fedhet.figures.titles import figure_title
 
     payload = sm.params.payload
     spec = payload["spec"]
@@ -65,7 +66,7 @@ def main(sm) -> None:
     ax.grid(alpha=0.3)
     # below the diagonal: where an attacker better than chance draws no line
     ax.legend(fontsize=7, framealpha=0.9, loc="lower right")
-    ax.set_title(textwrap.fill(spec["title"], int(14 * width)), fontsize=9)
+    figure_title(fig, spec["title"])
     n = next(iter(summary.values()))["members"]
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
              f"Score: minus the cross entropy of the final global model. Members: {n} of the "
@@ -73,7 +74,7 @@ def main(sm) -> None:
              "balanced). First seed's run of each cell."]
     if pending:
         notes.append("not shown: " + "; ".join(
-            f"{' · '.join(c['display'].values())} ({c['pending']})" for c in pending))
+            f"{runs_label(c, spec)} ({c['pending']})" for c in pending))
     notes += item_notes(spec)
     add_footnote(fig, notes, width, 4.6)
     fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")

@@ -10,7 +10,6 @@ Spec keys: `clients` (how many clients, the first ones, default all up to 12; or
 """
 
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -21,6 +20,8 @@ import numpy as np  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.labels import domain_label, runs_label  # noqa: E402
+from fedhet.figures.titles import figure_title  # noqa: E402
 
 CHANNELS = {1: ["gray"], 3: ["red", "green", "blue"]}
 
@@ -28,7 +29,7 @@ CHANNELS = {1: ["gray"], 3: ["red", "green", "blue"]}
 def client_label(client: dict) -> str:
     """"client k: domain (n images)", or "client k (n images)" when the data has no domains."""
     k, n = client["client"], client["images"]
-    return f"client {k}: {client['domain']} ({n} images)" if client["domain"] else \
+    return f"client {k}: {domain_label(client['domain'])} ({n} images)" if client["domain"] else \
         f"client {k} ({n} images)"
 
 
@@ -64,12 +65,14 @@ def main(sm) -> None:
     axes[0][-1].legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                        title="client", title_fontsize=7)
     cell = next((c for c in payload["cells"] if c["run_ids"]), None)
-    what = " · ".join(cell["display"].values()) if cell and cell["display"] else ""
-    fig.suptitle(textwrap.fill(spec["title"] + (f" ({what})" if what else ""), int(14 * width)),
-                 fontsize=9)
+    what = runs_label(cell, spec) if cell else ""
+    figure_title(fig, spec["title"] + (f" ({what})" if what else ""))
+    seeds = f"the first of {len(cell['run_ids'])} seeds" if cell and len(cell["run_ids"]) > 1 \
+        else ""
+    which = ", ".join(w for w in (what, seeds) if w)
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
-             f"Raw uint8 training images of each client (run {run_dir.name}), before "
-             "normalisation."]
+             f"Raw 8-bit training images of each client{f' ({which})' if which else ''}, "
+             "before normalisation."]
     if len(clients) < data["num_clients"]:
         notes.append(f"Clients shown: {', '.join(str(c['client']) for c in clients)} of "
                      f"{data['num_clients']}.")

@@ -12,7 +12,6 @@ numeric order when all of them are numbers), `linear` or `log` (numeric position
 import json
 import re
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -23,6 +22,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.labels import axis_title, metric_label  # noqa: E402
+from fedhet.figures.titles import figure_title  # noqa: E402
 
 # figure metric → final.json key (fractions, drawn in %)
 FINAL_KEYS = {
@@ -34,14 +35,6 @@ FINAL_KEYS = {
 # figure metric → final.json dict (domain name → value of the last evaluated round)
 DOMAIN_KEYS = {"mean_domain_acc": "last_domain_acc", "mean_domain_loss": "last_domain_loss"}
 NOT_PERCENT = {"mean_domain_loss"}
-METRIC_LABELS = {
-    "top5_acc": "accuracy, mean of the 5 best rounds (%)",
-    "local_top5_acc": "client-model accuracy, mean of the 5 best rounds (%)",
-    "last_acc": "last-round accuracy (%)",
-    "best_acc": "best-round accuracy (%)",
-    "mean_domain_acc": "last-round accuracy, mean over domains (%)",
-    "mean_domain_loss": "last-round test loss, mean over domains",
-}
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -111,6 +104,19 @@ def x_positions(payload: dict, scale: str) -> dict[str, float]:
     return {x: float(i) for i, x in enumerate(labels)}
 
 
+def ran_at_scale(payload: dict) -> dict[str, str]:
+    """x label (the paper's value) → the value that ran at this scale, where the scale changed
+    it (a fifth of |τ|, at least 1: the paper's 2 and 5 both run as 1)."""
+    axis = payload["spec"]["x"]
+    return {c["display"][axis]: c["ran"][axis] for c in payload["cells"]
+            if axis in (c.get("ran") or {})}
+
+
+def tick_labels(labels: list[str], ran: dict[str, str]) -> list[str]:
+    """What ran, over the paper's value it stands for, where the two differ."""
+    return [f"{ran[x]}\n(paper {x})" if x in ran else x for x in labels]
+
+
 def draw(ax, df: pd.DataFrame, hues: list[str], where: dict[str, float]) -> None:
     """One line per hue value: mean over seeds, ± std error bars where there are several."""
     stats = df.groupby(["hue", "x"])["value"].agg(["mean", "std", "count"]).reset_index()
@@ -136,6 +142,8 @@ def main(sm) -> None:
     files = {Path(p).parent.name: Path(p) for p in sm.input}
     df, missing = load_sweep(payload, files)
     where = x_positions(payload, scale)
+    ran = ran_at_scale(payload)
+    ticks = tick_labels(sorted(where, key=where.get), ran)
     hues = list(dict.fromkeys(c["display"][spec["hue"]] for c in payload["cells"])) \
         if spec.get("hue") else [""]
     facet = spec.get("facet")
@@ -154,34 +162,36 @@ def main(sm) -> None:
             ax.grid(alpha=0.3)
             if scale == "categorical":
                 ax.set_xticks(sorted(where.values()))
-                ax.set_xticklabels(sorted(where, key=where.get))
+                ax.set_xticklabels(ticks)
                 ax.set_xlim(-0.4, len(where) - 0.6)
             else:
                 ax.set_xscale(scale)
                 ax.set_xticks(sorted(where.values()))
-                ax.set_xticklabels(sorted(where, key=where.get))
+                ax.set_xticklabels(ticks)
                 ax.minorticks_off()
             if spec.get("yscale"):
                 ax.set_yscale(spec["yscale"])
-            ax.set_xlabel(spec.get("xlabel", spec["x"]))
+            ax.set_xlabel(spec.get("xlabel") or axis_title(spec["x"], spec) or "")
             if k == 0:
-                ax.set_ylabel(spec.get("ylabel", METRIC_LABELS.get(metric, metric)))
+                ax.set_ylabel(spec.get("ylabel", metric_label(metric)))
             if panel:
                 ax.set_title(panel, fontsize=8)
         if spec.get("hue"):  # beside the last panel: never over a line
-            axes[-1].legend(title=spec["hue"], fontsize=7, title_fontsize=7, frameon=False,
-                            loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    title = textwrap.fill(spec["title"], int(14 * width))
-    if len(panels) == 1:
-        axes[0].set_title(title, fontsize=9)
-    else:
-        fig.suptitle(title, fontsize=9)
+            axes[-1].legend(title=axis_title(spec["hue"], spec), fontsize=7, title_fontsize=7,
+                            frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure_title(fig, spec["title"])
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}"]
     seeds = int(df["seed"].nunique()) if not df.empty else 0
     if seeds > 1:
         notes.append(f"Points: mean over {seeds} seeds, error bars ± std.")
     elif seeds == 1:
         notes.append("One seed per point (no error bars).")
+    if ran:
+        pairs = ", ".join(f"{ran[x]} (paper {x})" for x in sorted(where, key=where.get)
+                          if x in ran)
+        what = spec.get("xlabel") or axis_title(spec["x"], spec) or "the x axis"
+        notes.append(f"At this scale {what} ran as {pairs}: points at the same number ran "
+                     "the same setting.")
     notes += item_notes(spec)
     if missing:
         notes.append("not shown: " + "; ".join(missing))
