@@ -216,8 +216,8 @@ def test_the_report_table_reads_as_the_legend_says():
     assert first["Rank of Mine"] == "2 of 3"
     assert first["Wins / ties / losses"] == "1 / 1 / 1" and first["Left out"] == "2"
     # five settings, three seeds with 1, 2, 3 × 1e12: 2T per run for both
-    assert first["Training work, Mine / method"] == "2T / 2T"
-    assert first["Bytes per round, Mine / method"] == "4M / 4M"
+    assert first["Training work, Mine / method"] == "2.00T / 2.00T"
+    assert first["Bytes per round, Mine / method"] == "4.00M / 4.00M"
     assert readable(board, "Mine", digits=1).iloc[0].Ours == "53.3"
     text = legend("Mine", 0.5)
     assert "within 0.5" in text and "3 or more seeds" in text and "10% of the way" in text
