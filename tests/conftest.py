@@ -20,11 +20,8 @@ def pytest_unconfigure(config):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    if item.get_closest_marker("repo_state"):
+    with GUARD.marked() if item.get_closest_marker("repo_state") else GUARD.unmarked():
         yield
-    else:
-        with GUARD.unmarked():
-            yield
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -33,7 +30,7 @@ def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     if item.get_closest_marker("repo_state") or (call.when == "setup" and report.passed):
         return
-    problems = GUARD.problems()
+    problems = GUARD.problems(listing=call.when == "teardown")
     if problems:
         report.outcome = "failed"
         report.longrepr = "\n".join([f"{item.nodeid} is not marked repo_state, yet it touched "

@@ -12,8 +12,8 @@ them (.ci/run); the marker is what picks them, so it must not miss one. A test w
     audit hook on the interpreter's file and process events, and os.stat and os.lstat, which
     raise none, wrapped while it runs), or starts a process in the repository's top folder or
     with a path of the state among its arguments;
-  - fails when the state changed while it ran (`Guard.listing`: the names and modification
-    times under the state's directories, so that writes by any process count).
+  - fails when the state changed while it ran (`Guard.listing`: the modification times of the
+    state's folders, so that files written, renamed or removed by any process count).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Guard:
                            ("results", "resources", ".snakemake", ".ckpt", "gpu-check.json"))
         self.reports = os.path.join(self.root, "reports")  # its folders: its files are sources
         self.seen: list[str] | None = None  # None: no unmarked test is running
-        self.before: dict[str, int] = {}
+        self.before: dict[str, int] | None = None  # the last listing, while still true
 
     def in_state(self, path: Any) -> bool:
         p = absolute(path)
@@ -72,32 +72,32 @@ class Guard:
         return p == self.root or self.in_state(p)
 
     def listing(self) -> dict[str, int]:
-        """Modification time of every file and folder of the state (of the folders only under
-        .snakemake/, where every Snakemake run adds a log)."""
+        """Modification time of every folder of the state (a file written, renamed or removed
+        changes its folder's: Snakemake and the package write through renamed temporary
+        files), and of the state's files at the top (gpu-check.json)."""
         out: dict[str, int] = {}
         tops = list(self.state)
         if os.path.isdir(self.reports):
             tops += [e.path for e in os.scandir(self.reports) if e.is_dir(follow_symlinks=False)]
+        stack = []
         for top in tops:
             try:
                 out[top] = os.lstat(top).st_mtime_ns
+                stack.append(top)
             except FileNotFoundError:
                 continue
-            files = not top.endswith(os.sep + ".snakemake")
-            stack = [top]
-            while stack:
-                try:
-                    entries = list(os.scandir(stack.pop()))
-                except (NotADirectoryError, FileNotFoundError):
-                    continue
+        while stack:
+            try:
+                entries = os.scandir(stack.pop())
+            except (NotADirectoryError, FileNotFoundError):
+                continue
+            with entries:
                 for e in entries:
-                    is_dir = e.is_dir(follow_symlinks=False)
-                    try:
-                        if is_dir or files:
+                    if e.is_dir(follow_symlinks=False):
+                        try:
                             out[e.path] = e.stat(follow_symlinks=False).st_mtime_ns
-                    except FileNotFoundError:
-                        continue
-                    if is_dir:
+                        except FileNotFoundError:
+                            continue
                         stack.append(e.path)
         return out
 
@@ -132,7 +132,8 @@ class Guard:
     def unmarked(self) -> Iterator[None]:
         """Run an unmarked test in the session's working directory, watched."""
         here, stats = os.getcwd(), (os.stat, os.lstat)
-        self.before = self.listing()
+        if self.before is None:
+            self.before = self.listing()
         self.seen = []
         os.chdir(self.workdir)
         os.stat, os.lstat = (self.watched(f) for f in stats)  # Path.exists, os.path.isfile...
@@ -151,15 +152,26 @@ class Guard:
             return stat(path, *args, **kwargs)
         return call
 
-    def problems(self) -> list[str]:
-        """What the running test did to the state since the last call (then forgotten)."""
+    @contextmanager
+    def marked(self) -> Iterator[None]:
+        """Run a marked test unwatched; it may change the state."""
+        try:
+            yield
+        finally:
+            self.before = None
+
+    def problems(self, listing: bool) -> list[str]:
+        """What the running test did since the last call (then forgotten); with `listing`,
+        the state's changes too (one listing a test: at its end)."""
         seen, self.seen = self.seen, None  # the listing is no test's doing
-        after = self.listing()
-        self.seen = [] if seen is not None else None
-        changed = sorted(p for p in after.keys() | self.before.keys()
-                         if after.get(p) != self.before.get(p))
-        self.before = after
         found = list(dict.fromkeys(seen or []))
+        changed: list[str] = []
+        if listing:
+            after, before = self.listing(), self.before or {}
+            changed = sorted(p for p in after.keys() | before.keys()
+                             if after.get(p) != before.get(p))
+            self.before = after
+        self.seen = [] if seen is not None else None
         if changed:
             found.append("the state changed while it ran: " + ", ".join(
                 os.path.relpath(p, self.root) for p in changed[:5])
