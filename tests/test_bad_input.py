@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -237,14 +236,11 @@ def test_a_live_writers_temporary_file_is_kept(tmp_path):
 # -- paper configs: a typo stops `snakemake -n` before any job, naming file, key and labels --
 
 def _workflow_copy(tmp_path: Path) -> Path:
+    from test_workflow import copy_workflow
+
     dest = tmp_path / "wf"
     dest.mkdir()
-    for name in ("Snakefile", "workflow", "config", "profiles", "reports"):
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name)
-        elif src.exists():
-            shutil.copy(src, dest / name)
+    copy_workflow(dest)
     return dest
 
 

@@ -213,6 +213,7 @@ def test_gain_mean_and_std_over_seeds(two_seeds, tmp_path):
 
 
 @pytest.mark.workflow
+@pytest.mark.repo_state
 def test_dry_run_calibrations_depend_on_model_only(demo):
     t2 = demo.items["ccvr_t2"]
     cid = next(c for c in t2.calibration_ids() if "/oracle-" in c)

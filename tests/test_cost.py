@@ -273,9 +273,10 @@ def test_cost_command_bad_input(tmp_path, capsys):
                      str(bad)]) == 2
     assert "is not valid JSON" in capsys.readouterr().err
     missing = str(tmp_path / "absent.json")
-    assert cli_main(["cost", "--scale", "demo", "--throughput", missing]) == 2
+    assert cli_main(["cost", "--scale", "demo", "--root", str(ROOT), "--throughput",
+                     missing]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert cli_main(["cost", "--scale", "demo", "--mode", "bf16"]) == 2
+    assert cli_main(["cost", "--scale", "demo", "--root", str(ROOT), "--mode", "bf16"]) == 2
     assert "give --throughput FILE too" in capsys.readouterr().err
 
 

@@ -23,8 +23,8 @@ RUN_IDS = ROOT / "tests" / "data" / "run_ids.json"
 CONFIGURED = ["vhl", "ccvr", "fedimpro"]
 
 
-def resolved_ids(scale: str) -> dict[str, list[str]]:
-    exp = X.load_experiment({"scale": scale, "papers": CONFIGURED}, ROOT)
+def resolved_ids(scale: str, exp: X.Experiment | None = None) -> dict[str, list[str]]:
+    exp = exp or X.load_experiment({"scale": scale, "papers": CONFIGURED}, ROOT)
     return {
         "runs": sorted(exp.runs),
         "calibrations": sorted(exp.calibrations),
@@ -33,13 +33,20 @@ def resolved_ids(scale: str) -> dict[str, list[str]]:
     }
 
 
+@pytest.fixture(scope="module")
+def demo():
+    """The demo scale of the configured papers, expanded once for the module's tests (before
+    any of them patches the declarations)."""
+    return X.load_experiment({"scale": "demo", "papers": CONFIGURED}, ROOT)
+
+
 @pytest.mark.parametrize("scale", ["demo", "small", "paper"])
-def test_run_ids_match_the_checked_in_list(scale):
+def test_run_ids_match_the_checked_in_list(scale, request):
     """Every run, calibration, partition and virtual-data key of today, at every scale. A new
     paper's runs are additions: regenerate the list (see `write_run_ids` below) and check that
     the diff only adds lines."""
     expected = json.loads(RUN_IDS.read_text())[scale]
-    now = resolved_ids(scale)
+    now = resolved_ids(scale, request.getfixturevalue("demo") if scale == "demo" else None)
     for kind, ids in expected.items():
         missing = sorted(set(ids) - set(now[kind]))
         added = sorted(set(now[kind]) - set(ids))
@@ -58,9 +65,9 @@ def write_run_ids() -> None:
 # ----------------------------------------------------------------------------- identity rule
 
 
-@pytest.fixture()
-def demo_ids():
-    return sorted(X.load_experiment({"scale": "demo", "papers": CONFIGURED}, ROOT).runs)
+@pytest.fixture
+def demo_ids(demo):
+    return sorted(demo.runs)
 
 
 def test_a_setting_added_at_its_default_changes_no_run_id(monkeypatch, demo_ids):
@@ -87,8 +94,8 @@ def test_a_method_parameter_added_at_its_default_changes_no_run_id(monkeypatch, 
     assert config.run_id(other) != config.run_id(run)
 
 
-def test_a_version_bump_changes_exactly_that_methods_runs(monkeypatch):
-    exp = X.load_experiment({"scale": "demo", "papers": CONFIGURED}, ROOT)
+def test_a_version_bump_changes_exactly_that_methods_runs(monkeypatch, demo):
+    exp = demo
     declared = dict(catalog._declarations())
     declared["feddf"] = dataclasses.replace(declared["feddf"], version=99)
     monkeypatch.setattr(catalog, "_declarations", lambda: declared)

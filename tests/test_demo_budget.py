@@ -59,6 +59,7 @@ def demo_jobs(workdir: Path = ROOT, env: dict[str, str] | None = None) -> int:
     return int(total.group(1))
 
 
+@pytest.mark.repo_state
 def test_demo_jobs_and_training_work_stay_within_budget(demo):
     jobs = demo_jobs()
     work = training_tflop(demo)

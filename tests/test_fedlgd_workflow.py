@@ -136,6 +136,7 @@ def test_every_reference_number_is_in_the_paper_text():
     assert not missing, sorted(missing)
 
 
+@pytest.mark.repo_state
 def test_dry_run_builds_one_distillation_job_for_the_runs_that_share_it(demo):
     """Table 1's ConvNet and ResNet-18 runs at one IPC read one artefact: one job."""
     row = [c for c in demo.items["fedlgd_t1"].cells

@@ -341,15 +341,9 @@ def test_what_is_planted_at_the_old_path_is_never_used(tmp_path, planted):
     pid: the run succeeds and its jobs (real `fedhet` commands) run on the real server."""
     from fedhet.experiments import load_experiment
 
-    from test_workflow import COPIED
+    from test_workflow import copy_workflow
 
-    for name in COPIED:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, tmp_path / name,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, tmp_path / name)
+    copy_workflow(tmp_path)
     exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
     target = f"resources/partitions/{sorted(exp.partitions)[0]}.npz"  # prepare-data, partition
     record = tmp_path / "squatter.log"

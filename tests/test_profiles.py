@@ -317,6 +317,7 @@ def test_ci_scripts_parse(script):
 
 
 @pytest.mark.workflow
+@pytest.mark.repo_state
 @pytest.mark.parametrize("gpus, expected", [(None, "gpu=1"), ("0", "gpu=0")])
 def test_the_workflows_gpu_jobs_ask_for_the_scales_gpus(gpus, expected):
     """Training and calibration ask for GPUs (the scale's, or $FEDHET_JOB_GPUS); the other

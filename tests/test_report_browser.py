@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.repo_state  # the report the workflow built
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = Path(os.environ.get("FEDHET_REPORT") or ROOT / "reports" / "demo" / "ci-report.html")
 VIEWPORT = {"width": 1366, "height": 768}

@@ -155,6 +155,7 @@ def test_provenance_outside_a_checkout_and_with_every_run_of_this_commit(tmp_pat
     assert provenance.collect(tmp_path, runs, "small", [0]).other_commits == {"0" * 40: ["r"]}
 
 
+@pytest.mark.repo_state  # git in the repository
 def test_provenance_says_when_every_run_is_of_this_commit(tmp_path):
     p = provenance.collect(ROOT, tmp_path, "demo", [0])
     assert "was trained by this commit" in provenance.to_html(p)

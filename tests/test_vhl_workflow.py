@@ -117,6 +117,7 @@ def test_feddf_unlabeled_data_gets_its_own_prepare_job(paper_exp):
         assert by_method[method] == set(), method
 
 
+@pytest.mark.repo_state
 def test_tinyimagenet_virtual_data_waits_for_its_source():
     """Table 6's Tiny-ImageNet virtual set is cut from the real dataset: its virtual-data job
     depends on that dataset's prepare-data job."""
@@ -231,6 +232,7 @@ def test_figures_use_their_own_rules_and_runs(exp):
     assert kinds == {"virtual_grid"}
 
 
+@pytest.mark.repo_state
 def test_dry_run_shares_one_virtual_dataset_between_runs(exp):
     """Table 1's VHL runs of one dataset read one virtual dataset: one job, many consumers."""
     cells = [c for c in exp.items["vhl_t1"].cells

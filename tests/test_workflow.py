@@ -49,18 +49,21 @@ def snakemake(cwd: Path, *args: str, env=None, check: bool = True):
 # ----------------------------------------------------------------------------- static checks
 
 
-def test_lint_is_clean():
-    proc = snakemake(ROOT, "--lint")
+def test_lint_is_clean(tmp_path):
+    copy_workflow(tmp_path)  # in the repository, Snakemake would write .snakemake/ there
+    proc = snakemake(tmp_path, "--lint")
     assert "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr
 
 
-def test_snakefmt_is_clean():
+def test_snakefmt_is_clean(tmp_path):
     proc = subprocess.run(
-        ["snakefmt", "--check", "Snakefile", "workflow"], cwd=ROOT, capture_output=True, text=True
+        ["snakefmt", "--check", str(ROOT / "Snakefile"), str(ROOT / "workflow")], cwd=tmp_path,
+        capture_output=True, text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.repo_state
 @pytest.mark.parametrize("scale", ["demo", "paper"])
 def test_full_dag_builds(scale):
     """The whole DAG of each scale builds (.ci/run's dry runs print how long it takes)."""
@@ -128,16 +131,26 @@ def test_report_job_parameters_name_the_payload_not_its_content():
 # ----------------------------------------------------------------------------- fake runs
 
 
-def fake_workflow(tmp: Path) -> dict[str, str]:
-    """Copy the workflow into `tmp`; the environment whose `fedhet` is the fake."""
+def copy_workflow(tmp: Path) -> None:
+    """Copy the workflow's sources into `tmp` (of reports/ its files: its folders are built)."""
     for name in COPIED:
         src = ROOT / name
         dst = tmp / name
-        if src.is_dir():
+        if name == "reports":
+            dst.mkdir()
+            for entry in os.scandir(src):
+                if entry.is_file():
+                    shutil.copy2(entry.path, dst / entry.name)
+        elif src.is_dir():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
+
+
+def fake_workflow(tmp: Path) -> dict[str, str]:
+    """Copy the workflow into `tmp`; the environment whose `fedhet` is the fake."""
+    copy_workflow(tmp)
     bindir = tmp / "bin"
     bindir.mkdir()
     fake = bindir / "fedhet"
