@@ -134,5 +134,5 @@ def describe_plan(exp: X.Experiment, results: str | Path) -> str:
         if others:
             base = sum(training_work(exp.runs[r])[1] for r in others)
             lines.append(f"  and {len(others)} runs of the papers' own tables not built yet "
-                         f"({base / 1e12:,.2f} TFLOP): they train first")
+                         f"({base / 1e12:,.2f} TFLOP): they train too")
     return "\n".join(lines)
