@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections import Counter
 import subprocess
 import sys
@@ -331,3 +332,27 @@ def test_one_challenger_cell_trains_for_real(site, tmp_path):
     final = json.loads((tmp_path / "run" / "final.json").read_text())
     assert final["run_id"] == rid and final["status"] == "completed"
     assert 0.0 <= final["best_acc"] <= 1.0
+
+
+def test_a_scale_may_cut_the_joined_tables_further(site, tmp_path):
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    scale = tmp_path / "config" / "scales" / "demo.yaml"
+    data = yaml.safe_load(scale.read_text())
+    data["leaderboard"] = {"restrict": {"vhl_t1": {"setting": ["a01-e1-k10"]},
+                                        "vhl_t2": {"method": ["vhl"]}}}
+    scale.write_text(yaml.safe_dump(data))
+    cfg = {"scale": "demo", "papers": ["vhl"], "challengers": [TOY_PLUGIN]}
+    exp = X.load_experiment(cfg, tmp_path)
+    board = exp.leaderboard["logitpen"]
+    t1 = board.items["vhl_t1"]
+    assert {c.labels["setting"] for c in t1.cells} == {"a01-e1-k10"}
+    assert {c.labels["method"] for c in t1.cells} == {"base", "vhl", "logitpen"}
+    # on the joined axis the challenger's value stays, beside what the cut keeps
+    assert {c.labels["method"] for c in board.items["vhl_t2"].cells} == {"vhl", "logitpen"}
+    assert "This scale runs only" in t1.spec["scale_note"]
+    assert {c.labels["setting"] for c in exp.items["vhl_t1"].cells} > {"a01-e1-k10"}  # the paper's
+    data["leaderboard"] = {"restrict": {"vhl_t8": {"setting": ["a01-e1-k10"]}}}
+    scale.write_text(yaml.safe_dump(data))
+    with pytest.raises(ExperimentError, match="leaderboard.restrict.vhl_t8': not a comparable "
+                                              "table; valid: .*vhl_t1"):
+        X.load_experiment(cfg, tmp_path)
