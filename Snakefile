@@ -6,6 +6,7 @@
 #   snakemake --profile profiles/slurm --config scale=paper      one SLURM GPU job per run
 #   snakemake vhl | vhl_t1 | fedimpro_t6 ...   one paper, or one table / figure
 #   snakemake ci                               a small set exercising every rule and method
+#   snakemake leaderboard --configfile mine.yaml  your own method in every comparable table
 #
 # Layout: config/ (what to run), workflow/rules/ (how), workflow/scripts/ (tables, figures),
 # results/<scale>/ (runs, tables, figures), reports/<scale>/report.html.
@@ -41,6 +42,7 @@ include: "workflow/rules/posthoc.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/leaderboard.smk"
 
 
 # Default target: every table and figure of config['papers'], the scorecard and the report.
@@ -68,8 +70,10 @@ rule ci:
 include: "workflow/rules/targets.smk"
 
 
-# Jobs on this machine start from one process that has imported torch (config: forkserver).
+# Jobs on this machine start from one process that has imported torch (config: forkserver);
+# with challengers configured, what their leaderboards will train is printed first.
 onstart:
+    announce_leaderboard()
     start_forkserver()
 
 

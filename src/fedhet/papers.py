@@ -33,3 +33,9 @@ def item_label(item_id: str, title: str) -> str:
     fig18a), then its title."""
     key = re.sub(r"\d+", lambda number: number.group().zfill(2), item_id)
     return f"{key} · {title}"
+
+
+def leaderboard_category(label: str) -> str:
+    """A challenger's leaderboard in the report's sidebar, "6 · Leaderboard: Mine": after the
+    papers' entries."""
+    return f"{len(PAPERS) + 1} · Leaderboard: {label}"

@@ -233,11 +233,12 @@ def run_outputs(run_id):
 
 
 def all_results():
-    """Everything `snakemake` builds for the papers in config['papers'], plus the scorecard."""
+    """Everything `snakemake` builds for the papers in config['papers'], plus the scorecard
+    and, with challengers configured, their leaderboards."""
     out = []
     for paper in config["papers"]:
         out.extend(paper_outputs(paper))
-    return out + scorecard_outputs()
+    return out + scorecard_outputs() + all_leaderboards()
 
 
 def all_targets():
@@ -261,7 +262,7 @@ def ci_targets():
 
 def unknown_target(wildcards):
     """Input function of the catch-all rule: an unknown target name."""
-    valid = sorted([*ITEMS, *X.PAPERS, "all", "ci", "results"])
+    valid = sorted([*ITEMS, *X.PAPERS, "all", "ci", "results", "leaderboard"])
     raise WorkflowError(
         f"unknown target '{wildcards.target}'; valid targets: {', '.join(valid)}"
     )
@@ -586,8 +587,137 @@ def report_config():
     """Config (YAML) that makes the report's own Snakemake call see this DAG."""
     keys = {"scale": SCALE, "seeds": EXP.seeds, "papers": list(config["papers"])}
     keys["skip_plugins"] = list(config.get("skip_plugins") or [])
+    if CHALLENGERS:  # their leaderboards are results too
+        keys["challengers"] = config["challengers"]
+        keys["leaderboard"] = config.get("leaderboard") or {}
     return yaml.safe_dump(keys, default_flow_style=True).strip()
 
 
 # The report's landing text (its title, the scale's warning, how to read the tables).
 REPORT_TEXT = "reports/workflow.rst"
+
+
+# ----------------------------------------------------------------------------- leaderboard
+# `snakemake leaderboard --configfile mine.yaml`: each challenger of config['challengers'] added
+# to every comparable table of config['papers'] (fedhet.experiments.challengers), and ranked.
+
+BOARDS = EXP.leaderboard
+CHALLENGERS = sorted(BOARDS)
+
+
+def leaderboard_outputs(name):
+    """Files of one challenger's leaderboard: each comparable table with it, and the ranking."""
+    base = f"results/{SCALE}/leaderboard/{name}"
+    out = [f"{base}/leaderboard.{ext}" for ext in ("csv", "md", "html")]
+    out.append(f"{base}/cells.csv")
+    for item in BOARDS[name].items.values():
+        out.extend(
+            f"{base}/{item.paper}/{item.id}.{ext}" for ext in ("csv", "md", "html")
+        )
+    return out
+
+
+def all_leaderboards():
+    return [path for name in CHALLENGERS for path in leaderboard_outputs(name)]
+
+
+def leaderboard_targets(wildcards):
+    """Input function of the `leaderboard` target, every challenger's leaderboard and the report."""
+    if not CHALLENGERS:
+        raise WorkflowError(
+            "snakemake leaderboard: no challenger configured; name your method in a YAML file, "
+            "e.g. mine.yaml with `challengers: [{name: mine, label: Mine}]`, and run "
+            "snakemake leaderboard --configfile mine.yaml (`fedhet methods` lists the "
+            "installed methods)"
+        )
+    out = all_leaderboards()
+    if config["report_after_run"]:
+        out.append(f"reports/{SCALE}/report.html")
+    return out
+
+
+def board_item(wildcards):
+    """A comparable table with a challenger added (wildcards challenger, paper, table)."""
+    board = BOARDS[wildcards.challenger]
+    target = f"{wildcards.paper}_{wildcards.table}"
+    if target not in board.items:
+        raise WorkflowError(
+            f"no leaderboard table '{target}' for challenger {wildcards.challenger}; "
+            f"valid: {', '.join(board.items)}"
+        )
+    return board.items[target]
+
+
+def board_table_inputs(wildcards):
+    item = board_item(wildcards)
+    runs = [f for rid in item.run_ids() for f in run_outputs(rid)]
+    return runs + [calibration_output(cid) for cid in item.calibration_ids()]
+
+
+def board_table_payload(wildcards):
+    return board_item(wildcards).payload()
+
+
+def board_category(wildcards):
+    """The report's sidebar entry of a challenger's leaderboard, after the papers'."""
+    return papers.leaderboard_category(BOARDS[wildcards.challenger].challenger.label)
+
+
+def board_table_labels(wildcards):
+    item = board_item(wildcards)
+    return {"table": papers.item_label(item.id, item.spec.get("title", item.id))}
+
+
+def board_inputs(wildcards):
+    """What a challenger's ranking reads: its tables, and every run's results, settings (its
+    training work) and calibrations."""
+    board = BOARDS[wildcards.challenger]
+    base = f"results/{SCALE}/leaderboard/{wildcards.challenger}"
+    tables = [f"{base}/{i.paper}/{i.id}.csv" for i in board.items.values()]
+    runs = []
+    for rid in board.run_ids():
+        runs.extend(run_outputs(rid))
+        runs.append(f"results/{SCALE}/runs/{rid}/resolved.yaml")
+    cids = {c for i in board.items.values() for c in i.calibration_ids()}
+    return {
+        "tables": tables,
+        "runs": runs,
+        "calibrations": [calibration_output(c) for c in sorted(cids)],
+    }
+
+
+def board_payload(wildcards):
+    """Params function: the challenger, each comparable table's payload with the axis it
+    joined and the metric scored, the tie margin and the scale's warning."""
+    board = BOARDS[wildcards.challenger]
+    tables = []
+    for target, item in board.items.items():
+        join = board.joins[target]
+        seeds = [int(s) for s in item.spec.get("seeds") or EXP.seeds]
+        tables.append(
+            {
+                "payload": item.payload(),
+                "axis": join.axis,
+                "metric": join.metric,
+                "seeds": seeds,
+            }
+        )
+    ch = board.challenger
+    content = {
+        "challenger": {"name": ch.name, "label": ch.label, "kind": ch.kind},
+        "tables": tables,
+        "tie_margin": float((config.get("leaderboard") or {}).get("tie_margin", 1.0)),
+        "warning": config["scale_warning"],
+    }
+    return X.Payload(content, f"{ch.name}: {len(tables)} comparable tables")
+
+
+def announce_leaderboard():
+    """Before anything trains: per challenger, the runs it adds that are not built yet and
+    their training work (images, and images × FLOPs), and the baseline runs still to train.
+    """
+    if not CHALLENGERS or workflow.subprocess_exec:
+        return
+    from fedhet.analysis.challenger import describe_plan
+
+    logger.info(describe_plan(EXP, f"results/{SCALE}"))

@@ -9,7 +9,8 @@ rule report:
         results=all_results(),
         captions=expand(
             "reports/{caption}.rst",
-            caption=["workflow", "table", "figure", "scorecard"],
+            caption=["workflow", "table", "figure", "scorecard"]
+            + (["leaderboard", "leaderboard_table"] if CHALLENGERS else []),
         ),
         css="reports/report.css",
     output:

@@ -126,18 +126,23 @@ def _scores_clients(algorithm: str) -> bool:
     return bool(getattr(catalog.implementation(algorithm), "scores_client_models", False))
 
 
-def run_cost(run: Mapping[str, Any], sizes: tuple[int, int], throughput: Throughput) -> Cost:
-    """Training and evaluation cost of one resolved run on a dataset of `sizes` (train, test)."""
+def image_flops(run: Mapping[str, Any], backward: bool) -> int:
+    """FLOPs of one image through the run's model: a training step's (forward, loss and
+    backward to the weights) or an evaluation's (forward)."""
     from fedhet.analysis.cost import flops_per_image
 
     info = describe(run["dataset"]["name"], run["dataset"]["options"])
     channels, size, _ = info["shape"]
     model = run["model"]
     shape = (model["name"], size, catalog.model_classes(run, info["num_classes"]), channels)
-    train_flops = flops_per_image(*shape, backward=True, width=model["width"],
-                                  options=model["options"])
-    eval_flops = flops_per_image(*shape, backward=False, width=model["width"],
-                                 options=model["options"])
+    return flops_per_image(*shape, backward=backward, width=model["width"],
+                           options=model["options"])
+
+
+def run_cost(run: Mapping[str, Any], sizes: tuple[int, int], throughput: Throughput) -> Cost:
+    """Training and evaluation cost of one resolved run on a dataset of `sizes` (train, test)."""
+    train_flops = image_flops(run, backward=True)
+    eval_flops = image_flops(run, backward=False)
     train = X.training_images(run, sizes[0])
     evaluated = evaluation_images(run, sizes[1], _scores_clients(run["algorithm"]["name"]))
     train_tflop, eval_tflop = train * train_flops / 1e12, evaluated * eval_flops / 1e12

@@ -13,7 +13,8 @@ per distinct resolved run, shared by every cell that needs it) and the jobs the 
 without torch so that the DAG builds in seconds.
 
 Modules: `loading` (YAML, protocols), `expansion` (grids → cells → runs), `scaling` (scales),
-`jobs` (datasets, partitions, artefacts, calibrations), `cells` (the data classes).
+`jobs` (datasets, partitions, artefacts, calibrations), `cells` (the data classes),
+`challengers` (the leaderboard: a user's method added to the comparable tables).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from fedhet import catalog
 from fedhet.experiments.cells import Cell, Experiment, Item, Payload
+from fedhet.experiments.challengers import expand_leaderboard
 from fedhet.experiments.expansion import expand_item
 from fedhet.experiments.jobs import (
     artefact_id,
@@ -140,6 +142,9 @@ def load_experiment(
                         f"unknown table '{table}'; valid: "
                         + ", ".join(i.id for i in items.values() if i.paper == paper),
                     )
+    board_papers = [p for p in (config.get("papers") or loaded) if p in loaded]
+    boards = expand_leaderboard(loader, board_papers, config.get("challengers"), scale, seeds,
+                                runs, skip, calibrations)
     jobs = _jobs_of(runs)
     return Experiment(
         scale=scale_name,
@@ -149,6 +154,7 @@ def load_experiment(
         items=items,
         runs=runs,
         calibrations=calibrations,
+        leaderboard=boards,
         **jobs,
     )
 

@@ -155,6 +155,9 @@ class Experiment:
     run_artefacts: dict[str, list[str]] = field(default_factory=dict)  # run id → artefact ids
     # calibration id ("<run_id>/<key>") → {run_id, key, settings} (post-hoc steps, CCVR)
     calibrations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # challenger name → its board (`fedhet.experiments.challengers.Board`): the comparable
+    # tables with it added; empty without challengers
+    leaderboard: dict[str, Any] = field(default_factory=dict)
 
     def items_of(self, paper: str) -> list[Item]:
         return [item for item in self.items.values() if item.paper == paper]

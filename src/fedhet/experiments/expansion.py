@@ -287,8 +287,15 @@ def expand_item(
     runs: dict[str, dict[str, Any]],
     skip_plugins: Iterable[str] = (),
     calibrations: dict[str, dict[str, Any]] | None = None,
+    vocabulary: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Item:
+    """One table or figure of a paper → its cells and their runs (added to `runs`).
+    `vocabulary` (axis → key → {label, set}) adds values to its protocols' vocabulary, never
+    replacing one (a challenger joining the table, `fedhet.experiments.challengers`)."""
     file = str(loader.paper_file(paper))
+    # which challengers a comparable table accepts concerns the leaderboard only: the table's
+    # payload stays as it was
+    spec = {key: value for key, value in spec.items() if key != "challengers"}
     scale = scale_for_paper(scale, paper)
     section = "figures" if is_figure else "tables"
     base = f"{section}.{item_id}"
@@ -315,7 +322,7 @@ def expand_item(
             )
         if "/" not in proto_name:
             proto_name = f"{paper}/{proto_name}"
-        proto = loader.protocol(paper, proto_name, file)
+        proto = _with_vocabulary(loader.protocol(paper, proto_name, file), vocabulary, file, where)
         for li, lookup in enumerate(proto["lookups"]):
             _check_lookup_keys(lookup, proto, proto["file"], f"lookups[{li}]({lookup['key']})")
         all_axes = _axes_of(grid, file, where)
@@ -429,6 +436,25 @@ def expand_item(
         spec = {**spec, "scale_note": note}
     return Item(paper=paper, id=item_id, kind=kind, is_figure=is_figure, spec=spec, cells=cells,
                 left_out=left_out, paper_settings=paper_settings, scale=scale)
+
+
+def _with_vocabulary(proto: dict[str, Any], vocabulary: Mapping[str, Mapping[str, Any]] | None,
+                     file: str, where: str) -> dict[str, Any]:
+    """The protocol with `vocabulary`'s values added to its axes; a key it already has stops
+    the DAG (a challenger cannot take the name of a method the table has)."""
+    if not vocabulary:
+        return proto
+    values = dict(proto["values"])
+    for axis, entries in vocabulary.items():
+        have = values.get(axis) or {}
+        clash = sorted(set(entries) & set(have))
+        if clash:
+            raise ExperimentError(file, f"{where}.axes.{axis}",
+                                  f"challenger '{clash[0]}' is already a value of axis {axis} "
+                                  f"in protocol {proto['name']}: a challenger is a method the "
+                                  "table does not have")
+        values[axis] = {**have, **entries}
+    return {**proto, "values": values}
 
 
 def _without_pending(

@@ -1,0 +1,138 @@
+"""A challenger's leaderboard, from its comparable tables to the ranking's input: one row per run
+(paper, table, setting, method, seed) with the table's scored metric and the run's costs
+(`fedhet.analysis.leaderboard.build_leaderboard` ranks them); and, before anything trains, what
+its leaderboard will train (`describe_plan`).
+
+A cell's *method* is its value on the axis the challenger joined; its *setting* every other
+label. Cells of grids without that axis (a table's centralized or calibrated block that the
+challenger does not join) are left out. Costs per run: training work in images × FLOPs
+(`fedhet.experiments.training_images` × `fedhet.analysis.scale_cost.image_flops`), bytes sent
+per round (mean over rounds of down- and upload) and the measured seconds of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fedhet import experiments as X
+from fedhet.tables.maths import parse_reference
+from fedhet.tables.metrics import METRICS, CellState
+from fedhet.tables.results import RunResult
+from fedhet.tables.schema import DIVERGED, OK
+
+NAN = math.nan
+COSTS = ("train_flops", "bytes_per_round", "seconds")
+COLUMNS = ["paper", "table", "setting", "method", "label", "seed", "value", "status", "chance",
+           "paper_value", *COSTS]
+
+
+def training_work(run: Mapping[str, Any]) -> tuple[float, float]:
+    """(training images, their FLOPs) of one resolved run (imports torch to count FLOPs)."""
+    from fedhet.analysis.scale_cost import image_flops
+    from fedhet.data import split_sizes
+
+    train_size = split_sizes(run["dataset"]["name"], run["dataset"]["options"])[0]
+    images = X.training_images(run, train_size)
+    return images, images * image_flops(run, backward=True)
+
+
+def run_costs(run_dir: str | Path) -> dict[str, float]:
+    """Costs of one finished run from its directory: `resolved.yaml` (training work),
+    `metrics.jsonl` (bytes per round, seconds)."""
+    import yaml
+
+    run_dir = Path(run_dir)
+    run = yaml.safe_load((run_dir / "resolved.yaml").read_text())
+    sent, seconds = [], NAN
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if "bytes_down" in record or "bytes_up" in record:
+            sent.append(float(record.get("bytes_down") or 0) + float(record.get("bytes_up") or 0))
+        if record.get("seconds") is not None:
+            seconds = float(record["seconds"])
+    return {"train_flops": training_work(run)[1],
+            "bytes_per_round": sum(sent) / len(sent) if sent else NAN,
+            "seconds": seconds}
+
+
+def _joined(payload: Mapping[str, Any], cell: Mapping[str, Any], axis: str) -> bool:
+    """Whether the cell's grid has the axis the challenger joined (its default does not count)."""
+    return axis in (payload["spec"]["grids"][cell["grid"]].get("axes") or {})
+
+
+def table_rows(entry: Mapping[str, Any], results: Mapping[str, RunResult],
+               costs: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
+    """The per-run rows of one comparable table (`entry`: its payload, the axis joined, the
+    metric scored and its seeds); cells pending, quoted or outside the joined grids give none."""
+    payload, axis, metric = entry["payload"], entry["axis"], entry["metric"]
+    compute = METRICS.get(metric).compute
+    rows = []
+    for cell in payload["cells"]:
+        if cell["pending"] or cell.get("quoted") or not cell["run_ids"]:
+            continue
+        if not _joined(payload, cell, axis):
+            continue
+        setting = "; ".join(f"{a}={v}" for a, v in sorted(cell["labels"].items()) if a != axis)
+        paper_value = parse_reference(cell["reference"].get(metric))[0]
+        calibrations = cell.get("calibrations") or []
+        for i, rid in enumerate(cell["run_ids"]):
+            one = {**cell, "run_ids": [rid], "calibrations": calibrations[i:i + 1]}
+            status = results[rid].status
+            state = CellState(metric, one, results, status=DIVERGED if status == DIVERGED else OK)
+            rows.append({
+                "paper": payload["paper"],
+                "table": payload["id"],
+                "setting": setting,
+                "method": cell["labels"][axis],
+                "label": cell["display"][axis],
+                "seed": int(entry["seeds"][i]),
+                "value": compute(state)[0],
+                "status": DIVERGED if status == DIVERGED else "completed",
+                "chance": cell.get("chance_acc", NAN),
+                "paper_value": NAN if paper_value is None else paper_value,
+                **{name: costs[rid][name] for name in COSTS},
+            })
+    return rows
+
+
+def results_frame(tables: Sequence[Mapping[str, Any]], results: Mapping[str, RunResult],
+                  costs: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """One row per run of every comparable table (`COLUMNS`), the ranking's input."""
+    rows = [row for entry in tables for row in table_rows(entry, results, costs)]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def describe_plan(exp: X.Experiment, results: str | Path) -> str:
+    """What the leaderboards of `exp` will train, said before anything does: per challenger its
+    comparable tables, the runs it adds that are not built yet (under `results`/runs) with their
+    training work, and the baseline runs that are not built yet either."""
+    results = Path(results)
+
+    def built(rid: str) -> bool:
+        return (results / "runs" / rid / "final.json").is_file()
+
+    lines = []
+    for name, board in sorted(exp.leaderboard.items()):
+        own = board.challenger_run_ids()
+        new = [rid for rid in own if not built(rid)]
+        others = [rid for rid in board.run_ids() if rid not in set(own) and not built(rid)]
+        work = [training_work(exp.runs[rid]) for rid in new]
+        images, flops = sum(w[0] for w in work), sum(w[1] for w in work)
+        lines.append(
+            f"leaderboard of {board.challenger.label} ({name}): {len(board.items)} comparable "
+            f"tables; {len(new)} new runs to train ({len(own) - len(new)} of its {len(own)} "
+            f"already built): {images / 1e6:,.2f} M training images, {flops / 1e12:,.2f} TFLOP "
+            "of training work (images × FLOPs)")
+        if others:
+            base = sum(training_work(exp.runs[r])[1] for r in others)
+            lines.append(f"  and {len(others)} runs of the papers' own tables not built yet "
+                         f"({base / 1e12:,.2f} TFLOP): they train too")
+    return "\n".join(lines)

@@ -1,0 +1,358 @@
+"""The leaderboard: a method of another package (the toy package of tests/data/toy_methods,
+installed here through an entry point) named as a challenger joins every comparable table the
+paper configs declare, on the declared axis, under the table's protocol, scale and seeds; its
+baseline cells are the papers' own runs (no recorded run id changes, nothing retrains), bad
+challengers stop the DAG before any job, and the workflow builds its tables and ranking (with
+the fake `fedhet` of tests/fake_fedhet.py) and trains one of its cells for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from test_external_methods import TOY, Site, _forget
+from test_workflow import fake_workflow, job_counts, snakemake
+
+from fedhet import experiments as X
+from fedhet.analysis.challenger import results_frame, table_rows
+from fedhet.experiments.challengers import comparable_tables, parse_challengers
+from fedhet.experiments.loading import ExperimentError, Loader
+from fedhet.tables.results import RunResult
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_IDS = ROOT / "tests" / "data" / "run_ids.json"
+RECORDED = ["vhl", "ccvr", "fedimpro"]  # the papers tests/data/run_ids.json records
+TOY_PLUGIN = {"name": "logitpen", "label": "Toy", "set": {"plugins": [
+    {"name": "logitpen", "params": {"weight": 0.05}}]}}
+
+# the comparable tables and the axis each kind of challenger joins (the papers' main tables)
+COMPARABLE = {
+    ("vhl", t, "plugin"): "method" for t in ("t1", "t2", "t4", "t5")
+} | {("vhl", t, "algorithm"): "algorithm" for t in ("t1", "t2", "t4", "t5")} | {
+    ("fedimpro", t, k): "algorithm" for t in ("t1", "t2") for k in ("plugin", "algorithm")
+} | {("fedbr", t, k): "method" for t in ("t1", "t3", "t5") for k in ("plugin", "algorithm")} | {
+    ("fedbr", "t3", "plugin"): "addon"
+} | {("fedlgd", t, k): "method" for t in ("t1", "t2", "t4", "t5")
+     for k in ("plugin", "algorithm")} | {
+    ("ccvr", "t1", "plugin"): "method", ("ccvr", "t2", "algorithm"): "algorithm"}
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """The toy method package installed in a site folder on sys.path."""
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    made = Site(tmp_path / "site")
+    made.install("toy-methods", "0.1", {"logitpen": "fedhet_toy"}, {"fedhet_toy": TOY})
+    yield made
+    for name in [m for m in sys.modules if m.split(".")[0] == "fedhet_toy"]:
+        del sys.modules[name]
+    monkeypatch.undo()
+    _forget()
+
+
+def experiment(challengers=(), papers=RECORDED, scale="demo", **over):
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg.update(scale=scale, papers=list(papers), challengers=list(challengers), **over)
+    return X.load_experiment(cfg, ROOT)
+
+
+# ----------------------------------------------------------------------------- declarations
+
+
+def test_the_papers_main_tables_are_comparable_on_their_method_axes():
+    joins = comparable_tables(Loader(ROOT), X.PAPERS)
+    assert {(j.paper, j.table, j.kind): j.axis for j in joins} == COMPARABLE
+    # every method of FedLGD's tables trains on the cached local virtual data: so does a challenger
+    lgd = {j.kind: j.set for j in joins if j.paper == "fedlgd"}
+    assert lgd["plugin"]["plugins"] == [{"name": "distilled"}]
+    assert lgd["algorithm"] == {"plugins": [{"name": "distilled"}]}
+    # FedImpro Table 2 prints rounds to a target (one number a cell); the runs' accuracy is scored
+    assert {(j.table, j.metric) for j in joins if j.paper == "fedimpro"} == {("t1", "acc"),
+                                                                             ("t2", "acc")}
+
+
+def test_a_paper_table_and_its_runs_are_the_same_with_or_without_a_challenger(site):
+    plain = experiment()
+    joined = experiment([TOY_PLUGIN])
+    assert {t: i.payload() for t, i in plain.items.items()} == \
+        {t: i.payload() for t, i in joined.items.items()}
+    assert plain.leaderboard == {}
+    recorded = json.loads(RUN_IDS.read_text())["demo"]
+    board = joined.leaderboard["logitpen"]
+    new = set(board.challenger_run_ids())
+    # the recorded ids hold with the challenger; what it adds is its own runs, and only those
+    assert set(recorded["runs"]) <= set(joined.runs)
+    assert set(joined.runs) - set(recorded["runs"]) == new
+    assert set(plain.runs) == set(recorded["runs"])
+    assert sorted(joined.partitions) == recorded["partitions"]
+    for rid in new:
+        run = joined.runs[rid]
+        assert {"name": "logitpen", "params": {"weight": 0.05}} in run["plugins"]
+        # its runs name it (centralized runs are named `central`, whatever their methods)
+        assert "+logitpen-" in rid or (run["training"]["centralized"] and "-central-" in rid)
+    assert sum("+logitpen-" in rid for rid in new) > len(new) / 2
+
+
+def test_the_challenger_joins_each_table_on_its_axis_beside_the_papers_runs(site):
+    exp = experiment([TOY_PLUGIN])
+    board = exp.leaderboard["logitpen"]
+    assert set(board.items) == {f"{p}_{t}" for (p, t, k) in COMPARABLE
+                                if k == "plugin" and p in RECORDED}
+    for target, item in board.items.items():
+        axis = board.joins[target].axis
+        own = {tuple(sorted(c.labels.items())): c for c in exp.items[target].cells}
+        mine = [c for c in item.cells if c.labels.get(axis) == "logitpen"]
+        assert mine and all(c.display[axis] == "Toy" and c.reference == {} for c in mine)
+        for cell in item.cells:
+            if cell.labels.get(axis) != "logitpen":  # a baseline: the paper table's own runs
+                assert cell.run_ids == own[tuple(sorted(cell.labels.items()))].run_ids
+        # under the same protocol and seeds: a challenger cell differs from its setting's
+        # baseline cells by its own method only
+        for cell in mine:
+            assert len(cell.run_ids) == len(exp.seeds)
+            assert cell.settings["seed"] == exp.seeds[0]
+    # the demo's restriction of VHL Tables 2/4/5 (one setting) holds for the challenger too
+    vhl_t2 = board.items["vhl_t2"]
+    assert {c.labels["setting"] for c in vhl_t2.cells} == {"a01-e1-k10"}
+
+
+def test_an_algorithm_challenger_joins_the_algorithm_axes(site):
+    site.install("toy-algo", "0.2", {"toyalgo": "toy_algo"}, {"toy_algo": (
+        "from fedhet.declare import Method, Param\n"
+        "DECLARATIONS = [Method(name='toyavg', kind='algorithm', summary='FedAvg, renamed',"
+        " module='toy_algo.impl', params={'step': Param(1.0, 'server step', above=0)})]\n")})
+    exp = experiment([{"name": "toyavg", "per_paper": {"ccvr": {"set": {
+        "algorithm": {"name": "toyavg", "params": {"step": 0.5}}}}}}])
+    board = exp.leaderboard["toyavg"]
+    assert set(board.items) == {"vhl_t1", "vhl_t2", "vhl_t4", "vhl_t5", "fedimpro_t1",
+                                "fedimpro_t2", "ccvr_t2"}
+    ccvr = [c for c in board.items["ccvr_t2"].cells if c.labels["algorithm"] == "toyavg"]
+    # calibrated before and after, as the table's other algorithms
+    assert {c.labels["calibration"] for c in ccvr} == {"none", "ccvr", "oracle"}
+    assert all(c.calibrations for c in ccvr if c.labels["calibration"] != "none")
+    params = {exp.runs[c.run_ids[0]]["algorithm"]["params"]["step"] for c in ccvr}
+    assert params == {0.5}  # its per-paper parameters
+    vhl = [c for c in board.items["vhl_t1"].cells if c.labels.get("algorithm") == "toyavg"]
+    assert {exp.runs[c.run_ids[0]]["algorithm"]["params"]["step"] for c in vhl} == {1.0}
+
+
+def test_an_edited_challenger_gets_new_run_ids_and_its_baselines_keep_theirs(site):
+    before = experiment([TOY_PLUGIN])
+    plugin = site.root / "fedhet_toy" / "plugin.py"
+    plugin.write_text(plugin.read_text().replace("pow(2)", "abs()"))
+    _forget()
+    after = experiment([TOY_PLUGIN])
+    old = set(before.leaderboard["logitpen"].challenger_run_ids())
+    new = set(after.leaderboard["logitpen"].challenger_run_ids())
+    assert len(old) == len(new) and not old & new
+    assert set(before.runs) - old == set(after.runs) - new
+
+
+@pytest.mark.parametrize(("challenger", "message"), [
+    ({"name": "mine"}, r"challengers\[0\]\.name': unknown method 'mine'; installed methods: .*"
+                       r"fedavg \(algorithm\).*logitpen \(plugin\)"),
+    ({"name": "ccvr"}, r"'ccvr' is a posthoc step; post-hoc methods are out of the "
+                       r"leaderboard's scope"),
+    ({"name": "logitpen", "set": {"plugins": [{"name": "logitpen", "params": {"weight": -1}}]}},
+     r"challengers\[0\]\.set\.plugins\[0\]\.params.*is -1; allowed: a number >= 0"),
+    ({"name": "logitpen", "per_paper": {"vhl": {"set": {"plugins": [
+        {"name": "logitpen", "params": {"wieght": 1}}]}}}},
+     r"per_paper\.vhl\.set\.plugins\[0\]\.params.*unknown setting.*wieght.*valid keys here: "
+     r"weight"),
+    ({"name": "logitpen", "set": {"plugins": [{"name": "logitpen"}], "training": {"lr": 1}}},
+     r"challengers\[0\]\.set\.training': a challenger sets its methods only"),
+    ({"name": "logitpen", "set": {"algorithm": {"name": "fedprox"}}},
+     r"does not run plugin 'logitpen' that the challenger names"),
+    ({"name": "logitpen", "set": {"plugins": [{"name": "logitpen"}, {"name": "vhll"}]}},
+     r"unknown plugin 'vhll'; installed plugins: .*vhl"),
+])
+def test_a_bad_challenger_is_refused_with_the_fix(site, challenger, message):
+    with pytest.raises(ExperimentError, match=message):
+        experiment([challenger])
+
+
+def test_a_kind_no_comparable_table_accepts_is_refused(site):
+    joins = [j for j in comparable_tables(Loader(ROOT), ["ccvr"]) if j.kind == "algorithm"]
+    with pytest.raises(ExperimentError, match="'logitpen' is a plugin; no comparable table of "
+                                              r"the configured papers accepts one \(they accept: "
+                                              "algorithm\\)"):
+        parse_challengers([{"name": "logitpen"}], joins)
+
+
+# ----------------------------------------------------------------------------- ranking input
+
+
+def _result(acc: float, status: str = "completed") -> RunResult:
+    return RunResult(status=status, best_acc=acc, last_acc=acc - 1, top5_acc=acc - 2)
+
+
+def test_each_seed_of_each_joined_cell_is_one_row():
+    grids = [{"axes": {"data": ["a", "b"], "method": ["base", "mine"]}},
+             {"axes": {"data": ["a"], "calibration": ["oracle"]}}]  # no method axis: left out
+
+    def cell(grid, data, method, rids, calibrations=()):
+        return {"grid": grid, "labels": {"data": data, "method": method, "calibration": "none"},
+                "display": {"data": data.upper(), "method": method.title()}, "run_ids": rids,
+                "calibrations": list(calibrations), "pending": None, "metrics": ["last_acc"],
+                "reference": {"last_acc": [70.0, 1.0]} if method == "base" else {},
+                "values": {}, "chance_acc": 10.0}
+
+    payload = {"paper": "ccvr", "id": "t1", "spec": {"grids": grids}, "cells": [
+        cell(0, "a", "base", ["r1", "r2"]), cell(0, "a", "mine", ["m1", "m2"]),
+        cell(0, "b", "base", ["r3", "r4"]), cell(0, "b", "mine", ["m3", "m4"]),
+        cell(1, "a", "base", ["r1", "r2"], ["r1/oracle", "r2/oracle"])]}
+    results = {f"{p}{i}": _result(50.0 + i) for p in "rm" for i in range(1, 5)}
+    results["m4"] = _result(float("nan"), "diverged")
+    costs = {rid: {"train_flops": 1e12, "bytes_per_round": 4e6, "seconds": 3.0} for rid in results}
+    entry = {"payload": payload, "axis": "method", "metric": "last_acc", "seeds": [0, 1]}
+    rows = pd.DataFrame(table_rows(entry, results, costs))
+    assert len(rows) == 8
+    assert set(rows["setting"]) == {"calibration=none; data=a", "calibration=none; data=b"}
+    first = rows.iloc[0]
+    assert (first["method"], first["label"], first["seed"], first["value"]) == ("base", "Base",
+                                                                                 0, 50.0)
+    assert first["paper_value"] == 70.0 and first["chance"] == 10.0
+    assert first["train_flops"] == 1e12
+    mine = rows[rows["method"] == "mine"]
+    assert list(mine["value"].iloc[:3]) == [50.0, 51.0, 52.0]  # last_acc of m1..m3
+    assert mine["paper_value"].isna().all()
+    assert list(mine["status"]) == ["completed"] * 3 + ["diverged"]
+    frame = results_frame([entry], results, costs)
+    assert list(frame.columns[:6]) == ["paper", "table", "setting", "method", "label", "seed"]
+
+
+# ----------------------------------------------------------------------------- the workflow
+
+
+def _env_with_site(env: dict[str, str], site: Path) -> dict[str, str]:
+    """The jobs of a workflow run see the toy package as installed."""
+    paths = [str(site), *filter(None, [env.get("PYTHONPATH")])]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+@pytest.mark.workflow
+def test_the_leaderboard_builds_with_the_fake_and_reuses_the_papers_runs(site, tmp_path):
+    pytest.importorskip("fedhet.analysis.leaderboard")  # the ranking (its own tests)
+    work = tmp_path / "wf"
+    work.mkdir()
+    env = _env_with_site(fake_workflow(work), site.root)
+    papers = "papers=[ccvr,fedbr]"
+    mine = work / "mine.yaml"
+    # the leaderboard alone, without the report (which needs every paper's results)
+    mine.write_text(yaml.safe_dump({"challengers": [TOY_PLUGIN], "report_after_run": False}))
+    # the papers' own tables first, without the challenger
+    snakemake(work, "--cores", "2", "ccvr_t1", "fedbr_t1", "--config", papers, env=env)
+    trained = {line for line in (work / "calls.log").read_text().splitlines()
+               if line.startswith("train ")}
+    cfg = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+           "papers": ["ccvr", "fedbr"], "challengers": [TOY_PLUGIN]}
+    exp = X.load_experiment(cfg, work)
+    board = exp.leaderboard["logitpen"]
+    new = set(board.challenger_run_ids())
+    proc = snakemake(work, "leaderboard", "--configfile", str(mine), "--cores", "2", "--config",
+                     papers, env=env)
+    out = proc.stdout + proc.stderr
+    # said before anything trains: the new runs and their training work
+    announced = out.index(f"leaderboard of Toy (logitpen): 4 comparable tables; {len(new)} new "
+                          "runs to train")
+    assert "TFLOP of training work (images × FLOPs)" in out
+    assert announced < out.index("rule train")
+    calls = Counter(line for line in (work / "calls.log").read_text().splitlines()
+                    if line.startswith("train "))
+    assert all(calls[line] == 1 for line in trained)  # the papers' runs: trained once, before
+    assert {line.split()[1] for line in calls} >= new
+    base = work / "results" / "demo" / "leaderboard" / "logitpen"
+    for target, item in board.items.items():
+        table = pd.read_csv(base / item.paper / f"{item.id}.csv")
+        assert table["row"].str.contains("Toy").any() or table["column"].str.contains("Toy").any()
+        # the paper's own table is not rewritten with the challenger
+        own = work / "results" / "demo" / "tables" / item.paper / f"{item.id}.csv"
+        assert not own.exists() or "Toy" not in own.read_text()
+    cells = pd.read_csv(base / "cells.csv")
+    assert set(cells[cells["method"] == "logitpen"]["table"]) == {"t1", "t3", "t5"}
+    assert len(cells) == sum(len(c.run_ids) for i in board.items.values() for c in i.cells
+                             if board.joins[i.target].axis in
+                             i.spec["grids"][c.grid]["axes"] and not c.pending)
+    ranking = pd.read_csv(base / "leaderboard.csv")
+    assert set(zip(ranking["paper"], ranking["table"])) == {("ccvr", "t1"), ("fedbr", "t1"),
+                                                             ("fedbr", "t3"), ("fedbr", "t5")}
+    assert (ranking["method"] != "logitpen").all()
+    assert "Leaderboard of Toy" in (base / "leaderboard.html").read_text()
+    # nothing left to do; without the challenger the papers' DAG is as it was
+    again = snakemake(work, "leaderboard", "--configfile", str(mine), "-n", "--config", papers,
+                      env=env)
+    assert job_counts(again.stdout + again.stderr) == {}
+    plain = snakemake(work, "ccvr_t1", "fedbr_t1", "-n", "--config", papers, env=env)
+    assert job_counts(plain.stdout + plain.stderr) == {}
+
+
+@pytest.mark.workflow
+def test_a_bad_challenger_stops_the_workflow_before_any_job(site, tmp_path):
+    work = tmp_path / "wf"
+    work.mkdir()
+    env = _env_with_site(fake_workflow(work), site.root)
+    mine = work / "mine.yaml"
+    bad = {"name": "logitpen", "set": {"plugins": [{"name": "logitpen", "params": {"weight": -2}}]}}
+    mine.write_text(yaml.safe_dump({"challengers": [bad]}))
+    proc = snakemake(work, "leaderboard", "--configfile", str(mine), "--cores", "1", env=env,
+                     check=False)
+    assert proc.returncode != 0
+    assert "is -2; allowed: a number >= 0" in proc.stdout + proc.stderr
+    assert not (work / "calls.log").exists()
+    proc = snakemake(work, "leaderboard", "-n", env=env, check=False)
+    assert proc.returncode != 0
+    assert "no challenger configured" in proc.stdout + proc.stderr
+
+
+@pytest.mark.workflow
+def test_one_challenger_cell_trains_for_real(site, tmp_path):
+    """The cheapest challenger run of the demo leaderboard, trained by the real `fedhet train`
+    with the toy package installed: it completes with the id the DAG planned."""
+    from fedhet.analysis.challenger import training_work
+
+    exp = experiment([TOY_PLUGIN], papers=["ccvr", "fedbr"])
+    board = exp.leaderboard["logitpen"]
+    rid = min(board.challenger_run_ids(), key=lambda r: training_work(exp.runs[r])[0])
+    env = _env_with_site(dict(os.environ), site.root)
+    done = subprocess.run(
+        [sys.executable, "-m", "fedhet.cli", "train", "--config-json",
+         json.dumps(exp.runs[rid]), "--out", str(tmp_path / "run"), "--device", "cpu"],
+        env={**env, "OMP_NUM_THREADS": "1"}, cwd=tmp_path, capture_output=True, text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    final = json.loads((tmp_path / "run" / "final.json").read_text())
+    assert final["run_id"] == rid and final["status"] == "completed"
+    assert 0.0 <= final["best_acc"] <= 1.0
+
+
+def test_a_scale_may_cut_the_joined_tables_further(site, tmp_path):
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    scale = tmp_path / "config" / "scales" / "demo.yaml"
+    data = yaml.safe_load(scale.read_text())
+    data["leaderboard"] = {"restrict": {"vhl_t1": {"setting": ["a01-e1-k10"]},
+                                        "vhl_t2": {"method": ["vhl"]}}}
+    scale.write_text(yaml.safe_dump(data))
+    cfg = {"scale": "demo", "papers": ["vhl"], "challengers": [TOY_PLUGIN]}
+    exp = X.load_experiment(cfg, tmp_path)
+    board = exp.leaderboard["logitpen"]
+    t1 = board.items["vhl_t1"]
+    assert {c.labels["setting"] for c in t1.cells} == {"a01-e1-k10"}
+    assert {c.labels["method"] for c in t1.cells} == {"base", "vhl", "logitpen"}
+    # on the joined axis the challenger's value stays, beside what the cut keeps
+    assert {c.labels["method"] for c in board.items["vhl_t2"].cells} == {"vhl", "logitpen"}
+    assert "This scale runs only" in t1.spec["scale_note"]
+    assert {c.labels["setting"] for c in exp.items["vhl_t1"].cells} > {"a01-e1-k10"}  # the paper's
+    data["leaderboard"] = {"restrict": {"vhl_t8": {"setting": ["a01-e1-k10"]}}}
+    scale.write_text(yaml.safe_dump(data))
+    with pytest.raises(ExperimentError, match="leaderboard.restrict.vhl_t8': not a comparable "
+                                              "table; valid: .*vhl_t1"):
+        X.load_experiment(cfg, tmp_path)

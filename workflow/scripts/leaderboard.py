@@ -1,0 +1,39 @@
+"""A challenger's leaderboard from its comparable tables' runs (Snakemake script): the per-run
+cells (cells.csv), the ranking against each paper's methods (leaderboard.csv) and its Markdown
+and HTML pages (fedhet.analysis.challenger, fedhet.analysis.leaderboard)."""
+
+import sys
+from pathlib import Path
+
+from fedhet import atomic
+from fedhet import tables as T
+from fedhet.analysis import leaderboard as L
+from fedhet.analysis.challenger import results_frame, run_costs
+
+
+def main(sm) -> None:
+    payload = sm.params.payload
+    scale = sm.wildcards.scale
+    challenger = payload["challenger"]
+    results, costs = {}, {}
+    for path in map(Path, sm.input.runs):
+        if path.name == "final.json":
+            results[path.parent.name] = T.load_run(path.parent)
+            costs[path.parent.name] = run_costs(path.parent)
+    for path in map(Path, getattr(sm.input, "calibrations", [])):
+        results[T.calibration_key(path)] = T.load_calibration(path)
+    cells = results_frame(payload["tables"], results, costs)
+    board = L.build_leaderboard(cells, challenger["name"], tie_margin=payload["tie_margin"])
+    atomic.write_text(sm.output.cells, cells.to_csv(index=False, float_format="%.6g"))
+    atomic.write_text(sm.output.csv, board.to_csv(index=False, float_format="%.6g"))
+    margin, label = payload["tie_margin"], challenger["label"]
+    atomic.write_text(sm.output.md, L.render_markdown(board, label, margin, scale))
+    atomic.write_text(sm.output.html, L.render_html(board, label, margin, scale))
+    print(f"{challenger['name']}: {len(cells)} runs in {len(payload['tables'])} tables, "
+          f"{len(board)} rows", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    with open(snakemake.log[0], "w") as log:  # noqa: F821 (set by Snakemake)
+        sys.stderr = log
+        main(snakemake)  # noqa: F821
