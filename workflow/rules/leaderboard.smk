@@ -29,7 +29,8 @@ rule leaderboard_table:
         "../../envs/fedhet.yaml"
     params:
         payload=board_table_payload,
-        note=lambda wildcards: scenario_note(wildcards.paper),
+        note=lambda wildcards: board_item(wildcards).scale_changes,
+        comparable=COMPARABLE,
     script:
         "../scripts/make_table.py"
 

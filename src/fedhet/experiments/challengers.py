@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedhet import catalog
+from fedhet.papers import PAPERS
 from fedhet.config import ConfigError
 from fedhet.declare import resolve_params
 from fedhet.experiments.cells import Item
@@ -267,7 +268,8 @@ def expand_leaderboard(
     `runs` (and calibrations to `calibrations`); the baselines' are already there."""
     papers = list(papers)
     joins = comparable_tables(loader, papers)
-    targets = {j.target for j in joins}
+    # a scale's cut may name any paper's comparable table, selected in this run or not
+    targets = {j.target for j in comparable_tables(loader, PAPERS)}
     for target in ((scale.get("leaderboard") or {}).get("restrict") or {}):
         if target not in targets:
             raise ExperimentError("config/scales", f"leaderboard.restrict.{target}",
