@@ -349,7 +349,7 @@ def test_a_scale_may_cut_the_joined_tables_further(site, tmp_path):
     assert {c.labels["method"] for c in t1.cells} == {"base", "vhl", "logitpen"}
     # on the joined axis the challenger's value stays, beside what the cut keeps
     assert {c.labels["method"] for c in board.items["vhl_t2"].cells} == {"vhl", "logitpen"}
-    assert "This scale runs only" in t1.spec["scale_note"]
+    assert "At this scale only" in t1.spec["scale_note"]
     assert {c.labels["setting"] for c in exp.items["vhl_t1"].cells} > {"a01-e1-k10"}  # the paper's
     data["leaderboard"] = {"restrict": {"vhl_t8": {"setting": ["a01-e1-k10"]}}}
     scale.write_text(yaml.safe_dump(data))
