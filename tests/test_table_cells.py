@@ -6,23 +6,11 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
-import pytest
-import yaml
-
-from fedhet import experiments as X
 from fedhet import tables as T
+from test_tables import demo  # noqa: F401  (the demo experiment, as the table tests load it)
 
-ROOT = Path(__file__).resolve().parents[1]
 nan = math.nan
-
-
-@pytest.fixture(scope="module")
-def demo():
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    cfg["skip_plugins"] = ["vhl", "fedimpro"]  # their cells pending, whatever is implemented
-    return X.load_experiment(cfg, ROOT)
 
 
 def results(item, final_of):

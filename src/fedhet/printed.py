@@ -4,7 +4,7 @@ A name not listed here is printed as it is."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 DATASETS = {
@@ -87,3 +87,12 @@ def number(value: Any) -> str:
     if float(value).is_integer() and abs(value) >= 1:
         return f"{int(value):,}"
     return f"{value:g}"
+
+
+def join_labels(labels: Iterable[str]) -> str:
+    """Printed values one after the other, each in parentheses where one has a comma itself
+    ("(α=0.1, E=1, K=10), (α=0.05, E=1, K=10)")."""
+    labels = list(labels)
+    if any("," in label for label in labels):
+        labels = [f"({label})" for label in labels]
+    return ", ".join(labels)

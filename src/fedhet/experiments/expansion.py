@@ -22,6 +22,7 @@ from fedhet.experiments.loading import (
 )
 from fedhet.experiments.ran import scaled_setting
 from fedhet.experiments.scaling import apply_scale, scale_for_paper
+from fedhet.printed import join_labels
 
 
 def _vocab_entry(proto: dict[str, Any], axis: str, key: str, file: str, where: str):
@@ -236,19 +237,10 @@ def _restrict_note(kept: Mapping[str, Iterable[str]], dropped: Mapping[str, Iter
         return ""
     runs_of = {a: list(kept.get(a) or []) for a in axes}
     left_of = {a: list(dropped[a]) for a in axes}
-    runs = " and ".join(f"{_join(runs_of[a])} ({len(runs_of[a])} of "
+    runs = " and ".join(f"{join_labels(runs_of[a])} ({len(runs_of[a])} of "
                         f"{len(runs_of[a]) + len(left_of[a])})" for a in axes)
-    left = "; ".join(_join(left_of[a]) for a in axes)
+    left = "; ".join(join_labels(left_of[a]) for a in axes)
     return f"At this scale only {runs} run; not run here: {left}."
-
-
-def _join(labels: Iterable[str]) -> str:
-    """Printed values one after the other, each in parentheses where one has a comma itself
-    ("(α=0.1, E=1, K=10), (α=0.05, E=1, K=10)")."""
-    labels = list(labels)
-    if any("," in label for label in labels):
-        labels = [f"({label})" for label in labels]
-    return ", ".join(labels)
 
 
 def _left_out(grid: dict[str, Any], spec: dict[str, Any], proto: dict[str, Any],

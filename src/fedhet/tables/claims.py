@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from fedhet.printed import join_labels
 from fedhet.tables.maths import parse_reference
 from fedhet.tables.schema import PENDING, QUOTED, is_nan
 
@@ -203,20 +204,12 @@ def scope(compared: Sequence[Key], untested: Sequence[tuple[Key, str]],
     for axis in narrowed:
         order = list(dict.fromkeys(key.get(axis) for key in keys))
         label = axis.removesuffix(THAN)
-        on.append(_join(shown.get((label, v), str(v)) for v in order if v in tested[axis]))
+        on.append(join_labels(shown.get((label, v), str(v)) for v in order if v in tested[axis]))
         for v in order:
             if v not in tested[axis]:
                 whys = sorted({why for k, why in untested if dict(k).get(axis) == v})
                 why = " or ".join(whys).replace(" at this scale or ", " or ")
                 off.setdefault(why, []).append(shown.get((label, v), str(v)))
     return f" on {' and '.join(on)} only; " + "; ".join(
-        f"{_join(labels)} {why}" for why, labels in off.items())
+        f"{join_labels(labels)} {why}" for why, labels in off.items())
 
-
-def _join(labels: Iterable[str]) -> str:
-    """Printed values one after the other, each in parentheses where one has a comma itself
-    ("(α=0.1, E=1, K=10), (α=0.05, E=1, K=10)")."""
-    labels = list(labels)
-    if any("," in label for label in labels):
-        labels = [f"({label})" for label in labels]
-    return ", ".join(labels)
