@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from fedhet.experiments.cells import Experiment, Item
 from fedhet.registry import Registry
 
+if TYPE_CHECKING:  # only named in annotations: the experiments read this registry
+    from fedhet.experiments.cells import Experiment, Item
+
 # (item, experiment, results/<scale>) → files the figure reads
-Inputs = Callable[[Item, Experiment, str], list[str]]
+Inputs = Callable[["Item", "Experiment", str], list[str]]
 
 
 @dataclass(frozen=True)
