@@ -104,6 +104,9 @@ def test_slurm_ci_profile_fits_the_test_cluster(slurm_ci):
     assert "slurm_account" not in slurm_ci["default-resources"]
 
 
+# Snakemake builds its parser after finding its plugins, a scan of every folder on the import
+# path, which holds the repository: it lists results/ and resources/ without reading them
+@pytest.mark.repo_state
 def test_profile_keys_are_snakemake_options():
     """Every key must be a `snakemake --KEY` option (including the SLURM plugin's)."""
     cli = pytest.importorskip("snakemake.cli")
