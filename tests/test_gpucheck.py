@@ -134,6 +134,8 @@ def test_the_round_bench_records_every_variant(tmp_path, monkeypatch, one_thread
         ("bf16", False, "RuntimeError: CUDA out of memory")]  # the next mode still ran
 
 
+# the part runs pytest in the repository (its configuration and markers), as the GPU check does
+@pytest.mark.repo_state
 def test_the_tests_part_reports_pytest_s_summary_and_failures(tmp_path):
     test_file = tmp_path / "test_fake_gpu.py"
     test_file.write_text(
