@@ -266,10 +266,10 @@ def expand_leaderboard(
     """Each challenger of `raw` (the workflow config's `challengers`) → its board: every
     comparable table of `papers` that accepts its kind, with it added. New runs are added to
     `runs` (and calibrations to `calibrations`); the baselines' are already there."""
-    papers = list(papers)
-    joins = comparable_tables(loader, papers)
     # a scale's cut may name any paper's comparable table, selected in this run or not
-    targets = {j.target for j in comparable_tables(loader, PAPERS)}
+    declared = comparable_tables(loader, PAPERS)
+    joins = [j for paper in papers for j in declared if j.paper == paper]
+    targets = {j.target for j in declared}
     for target in ((scale.get("leaderboard") or {}).get("restrict") or {}):
         if target not in targets:
             raise ExperimentError("config/scales", f"leaderboard.restrict.{target}",
