@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import matplotlib
 
@@ -33,6 +34,8 @@ from test_figure_layout import (  # noqa: E402
     write_runs,
 )
 from test_figures import load_script  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # titles of the demo's that ran past both edges of their PNG
 VHL_18C = ("Figure 18c: training loss per kind of virtual data, CIFAR-10, FedAvg + VHL (the "
@@ -217,7 +220,6 @@ def test_the_expansion_records_what_a_sweep_value_ran_as():
     import yaml
 
     from fedhet import experiments as X
-    from test_table_cells import ROOT
 
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     exp = X.load_experiment(cfg, ROOT)
@@ -250,7 +252,6 @@ def test_a_virtual_grid_title_names_no_generator_key(tmp_path, monkeypatch):
 def test_curve_titles_say_what_the_axis_shows(name):
     import yaml
 
-    from test_table_cells import ROOT
 
     paper, item = name.split("_")
     spec = yaml.safe_load((ROOT / "config" / "papers" / f"{paper}.yaml").read_text())
