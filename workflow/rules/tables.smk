@@ -67,5 +67,6 @@ use rule scorecard as ci_scorecard with:
         ),
     log:
         "results/{scale}/logs/ci/scorecard.log",
+    localrule: True
     params:
         payload=scorecard_payload("ci"),
