@@ -252,7 +252,6 @@ def test_a_virtual_grid_title_names_no_generator_key(tmp_path, monkeypatch):
 def test_curve_titles_say_what_the_axis_shows(name):
     import yaml
 
-
     paper, item = name.split("_")
     spec = yaml.safe_load((ROOT / "config" / "papers" / f"{paper}.yaml").read_text())
     figure = spec["figures"][item]
