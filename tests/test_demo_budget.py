@@ -13,7 +13,7 @@ CPU-seconds of such a run (17 % of the two cores, mostly job selection repeated 
 with profiles/default's selection settings it uses less than half (with the workflow tests' fake
 `fedhet`: `snakemake ci` 39 -> 19 s, the demo's first 170 jobs 47 -> 20 s after building the DAG).
 
-Measured again on a fresh clone of 707d463 (idle 2-core AMD EPYC): in its first 1,787 s the
+Measured again on a fresh clone of 52892b0 (idle 2-core AMD EPYC): in its first 1,787 s the
 demo finished 258 of 541 jobs, about 40 of its 63 TFLOP, and the Snakemake process used 63
 CPU-seconds (1.8 % of the two cores, against 17 % before the selection settings). The budget's
 27m50s no longer holds: the same work now takes about 50 minutes (why is not yet known), so
