@@ -1,7 +1,8 @@
 """The leaderboard's maths on synthetic results whose ranks, wins, ties, losses and left-out
 settings are known by construction: ties by the seeds' spread with three seeds, by the margin
 with fewer, near-chance and diverged settings left out and counted, several papers and tables,
-a challenger that is best or worst; and the report's rendering of it."""
+a challenger that is best or worst, a rounds-to-target table where fewer is better and a seed
+may never reach the target; and the report's rendering of it."""
 
 from __future__ import annotations
 
@@ -20,18 +21,29 @@ CHANCE = 10.0  # ten classes: near chance below 10 + 0.1 · 90 = 19
 def cell(paper: str, table: str, setting: str, method: str, values: list[float], *,
          chance: float = CHANCE, paper_value: float = NAN, flops: float = 1e12,
          nbytes: float = 4e6, seconds: float = 10.0, diverged: bool = False) -> list[dict]:
-    """The runs of one cell, one per value (seed 0, 1, ...); a NaN value is a diverged run, and
-    so is the last when `diverged` (a value kept from before it diverged)."""
+    """The runs of one cell, one per value (seed 0, 1, ...), scored on accuracy; a NaN value is
+    a diverged run, and so is the last when `diverged` (a value kept from before it
+    diverged)."""
     runs = [
         {"paper": paper, "table": table, "setting": setting, "method": method,
          "label": method.upper(), "seed": seed, "value": value,
          "status": "diverged" if math.isnan(value) else "completed", "chance": chance,
-         "paper_value": paper_value, "train_flops": flops * (seed + 1),
-         "bytes_per_round": nbytes, "seconds": seconds}
+         "paper_value": paper_value, "metric": "acc", "lower_is_better": False,
+         "train_flops": flops * (seed + 1), "bytes_per_round": nbytes, "seconds": seconds}
         for seed, value in enumerate(values)
     ]
     if diverged:
         runs[-1]["status"] = "diverged"
+    return runs
+
+
+def rounds_cell(setting: str, method: str, values: list[float]) -> list[dict]:
+    """The runs of one cell of a rounds-to-target table (FedImpro Table 2): each seed's rounds
+    to the target, fewer is better; a NaN value is a seed that never reached it."""
+    runs = cell("fedimpro", "2", setting, method, values, chance=10.0)
+    for run in runs:
+        run.update(metric="rounds", lower_is_better=True,
+                   status="never reached" if math.isnan(run["value"]) else "completed")
     return runs
 
 
@@ -186,10 +198,48 @@ def test_paper_values_and_costs_are_means_over_the_same_settings():
     assert math.isnan(row(board, "vhl", "2", "b").paper_value)
 
 
+def test_rounds_to_target_fewer_is_better_and_never_reaching_loses():
+    results = frame(
+        # one seed each, margin 1: 20 vs 30 a win, 41 vs 40 a tie, 50 vs 40 a loss
+        rounds_cell("s1", "a", [30]), rounds_cell("s1", "mine", [20]),
+        rounds_cell("s2", "a", [40]), rounds_cell("s2", "mine", [41]),
+        rounds_cell("s3", "a", [40]), rounds_cell("s3", "mine", [50]),
+        # a never reached: mine wins although it took many rounds (15 rounds: no near chance)
+        rounds_cell("s4", "a", [NAN]), rounds_cell("s4", "mine", [15]),
+        # both never reached in one seed: a tie; b never reached s1
+        rounds_cell("s5", "a", [10, NAN]), rounds_cell("s5", "mine", [NAN, 12]),
+        rounds_cell("s1", "b", [NAN]), rounds_cell("s2", "b", [35]),
+    )
+    board = build_leaderboard(results, "mine", tie_margin=1.0)
+    a = row(board, "fedimpro", "2", "a")
+    assert wtl(a) == (2, 2, 1, 0)
+    # means over the settings both reached: s1, s2, s3
+    assert a.ours == pytest.approx((30 + 40 + 40) / 3)
+    assert a.challenger == pytest.approx((20 + 41 + 50) / 3)
+    assert (a.metric, bool(a.lower_is_better)) == ("rounds", True)
+    b = row(board, "fedimpro", "2", "b")
+    assert wtl(b) == (1, 0, 1, 0)  # s1: b never reached; s2: 41 against 35
+    # against a, mine never reached once and a twice; against b, mine always reached and b
+    # missed once: neither beats mine, whose means are the higher (a rank by means alone: 3)
+    assert (board["rank"] == 1).all() and (board["ranked"] == 3).all()
+    assert readable(board, "Mine").iloc[0]["Scored on"] == "ROUND, fewer is better"
+
+
+def test_a_lower_is_better_table_ranks_the_lowest_mean_first():
+    results = frame(rounds_cell("x", "a", [10]), rounds_cell("x", "b", [30]),
+                    rounds_cell("x", "mine", [20]))
+    board = build_leaderboard(results, "mine", tie_margin=1.0)
+    assert (board["rank"] == 2).all()
+    assert wtl(row(board, "fedimpro", "2", "a")) == (0, 0, 1, 0)
+    assert wtl(row(board, "fedimpro", "2", "b")) == (1, 0, 0, 0)
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda r: r.drop(columns=["chance", "seconds"]), "results lack column(s) chance, seconds"),
     (lambda r: r.assign(status="crashed"), "unknown run status 'crashed'"),
     (lambda r: pd.concat([r, r.iloc[:1]]), "results hold a run twice: paper=vhl, table=1"),
+    (lambda r: r.assign(lower_is_better=r["seed"] == 0),
+     "table 1 of vhl is scored on more than one metric or direction"),
 ])
 def test_bad_results_are_refused_with_what_to_fix(change, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -208,8 +258,9 @@ def test_an_unknown_challenger_or_margin_is_refused():
 def test_the_report_table_reads_as_the_legend_says():
     board = build_leaderboard(SPREAD, "mine", tie_margin=0.5)
     table = readable(board, "Mine")
-    assert list(table.columns[:7]) == ["Paper", "Table", "Method", "Ours", "In the paper",
-                                       "Mine", "Rank of Mine"]
+    assert list(table.columns[:8]) == ["Paper", "Table", "Scored on", "Method", "Ours",
+                                       "In the paper", "Mine", "Rank of Mine"]
+    assert table.iloc[0]["Scored on"] == "ACC (%)"
     first = table.iloc[0]
     assert (first.Paper, first.Method, first.Ours, first["In the paper"], first.Mine) == \
         ("VHL", "FEDAVG", "53.33", "–", "52.83")

@@ -22,7 +22,7 @@ def main(sm) -> None:
             costs[path.parent.name] = run_costs(path.parent)
     for path in map(Path, getattr(sm.input, "calibrations", [])):
         results[T.calibration_key(path)] = T.load_calibration(path)
-    cells = results_frame(payload["tables"], results, costs)
+    cells = results_frame(payload["tables"], results, costs, scale)
     board = L.build_leaderboard(cells, challenger["name"], tie_margin=payload["tie_margin"])
     atomic.write_text(sm.output.cells, cells.to_csv(index=False, float_format="%.6g"))
     atomic.write_text(sm.output.csv, board.to_csv(index=False, float_format="%.6g"))

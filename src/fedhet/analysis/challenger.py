@@ -1,7 +1,10 @@
 """A challenger's leaderboard, from its comparable tables to the ranking's input: one row per run
-(paper, table, setting, method, seed) with the table's scored metric and the run's costs
-(`fedhet.analysis.leaderboard.build_leaderboard` ranks them); and, before anything trains, what
-its leaderboard will train (`describe_plan`).
+(paper, table, setting, method, seed) with the table's scored metric, which way it is better,
+and the run's costs (`fedhet.analysis.leaderboard.build_leaderboard` ranks them); and, before
+anything trains, what its leaderboard will train (`describe_plan`).
+
+A rounds-to-target table is scored on each seed's rounds to the table's own target (fewer is
+better; a seed that never reached it has no value and the status `never reached`).
 
 A cell's *method* is its value on the axis the challenger joined; its *setting* every other
 label. Cells of grids without that axis (a table's centralized or calibrated block that the
@@ -21,15 +24,16 @@ from typing import Any
 import pandas as pd
 
 from fedhet import experiments as X
+from fedhet.tables.compute import seed_rounds
 from fedhet.tables.maths import parse_reference
 from fedhet.tables.metrics import METRICS, CellState
 from fedhet.tables.results import RunResult
-from fedhet.tables.schema import DIVERGED, OK
+from fedhet.tables.schema import DIVERGED, NEVER, OK, is_nan
 
 NAN = math.nan
 COSTS = ("train_flops", "bytes_per_round", "seconds")
 COLUMNS = ["paper", "table", "setting", "method", "label", "seed", "value", "status", "chance",
-           "paper_value", *COSTS]
+           "paper_value", "metric", "lower_is_better", *COSTS]
 
 
 def training_work(run: Mapping[str, Any]) -> tuple[float, float]:
@@ -68,12 +72,22 @@ def _joined(payload: Mapping[str, Any], cell: Mapping[str, Any], axis: str) -> b
     return axis in (payload["spec"]["grids"][cell["grid"]].get("axes") or {})
 
 
+def _status(result: RunResult, value: float) -> str:
+    """A run's status in the ranking's input: diverged, never reached (a rounds metric without a
+    value), or completed."""
+    if result.status == DIVERGED:
+        return DIVERGED
+    return NEVER if is_nan(value) else "completed"
+
+
 def table_rows(entry: Mapping[str, Any], results: Mapping[str, RunResult],
-               costs: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
+               costs: Mapping[str, Mapping[str, float]], scale: str) -> list[dict[str, Any]]:
     """The per-run rows of one comparable table (`entry`: its payload, the axis joined, the
-    metric scored and its seeds); cells pending, quoted or outside the joined grids give none."""
+    metric scored and its seeds) at `scale` (which sets a rounds-to-target table's target);
+    cells pending, quoted or outside the joined grids give none."""
     payload, axis, metric = entry["payload"], entry["axis"], entry["metric"]
-    compute = METRICS.get(metric).compute
+    declared = METRICS.get(metric)
+    rounds = seed_rounds(payload, results, scale) if declared.needs_rounds else {}
     rows = []
     for cell in payload["cells"]:
         if cell["pending"] or cell.get("quoted") or not cell["run_ids"]:
@@ -85,8 +99,11 @@ def table_rows(entry: Mapping[str, Any], results: Mapping[str, RunResult],
         calibrations = cell.get("calibrations") or []
         for i, rid in enumerate(cell["run_ids"]):
             one = {**cell, "run_ids": [rid], "calibrations": calibrations[i:i + 1]}
-            status = results[rid].status
-            state = CellState(metric, one, results, status=DIVERGED if status == DIVERGED else OK)
+            diverged = results[rid].status == DIVERGED
+            state = CellState(metric, one, results, status=DIVERGED if diverged else OK)
+            if rid in rounds:
+                state.rounds = (rounds[rid], NAN, 1, NEVER if is_nan(rounds[rid]) else OK)
+            value = declared.compute(state)[0]
             rows.append({
                 "paper": payload["paper"],
                 "table": payload["id"],
@@ -94,19 +111,22 @@ def table_rows(entry: Mapping[str, Any], results: Mapping[str, RunResult],
                 "method": cell["labels"][axis],
                 "label": cell["display"][axis],
                 "seed": int(entry["seeds"][i]),
-                "value": compute(state)[0],
-                "status": DIVERGED if status == DIVERGED else "completed",
+                "value": value,
+                "status": _status(results[rid], value) if declared.needs_rounds
+                else DIVERGED if diverged else "completed",
                 "chance": cell.get("chance_acc", NAN),
                 "paper_value": NAN if paper_value is None else paper_value,
+                "metric": metric,
+                "lower_is_better": declared.lower_is_better,
                 **{name: costs[rid][name] for name in COSTS},
             })
     return rows
 
 
 def results_frame(tables: Sequence[Mapping[str, Any]], results: Mapping[str, RunResult],
-                  costs: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
-    """One row per run of every comparable table (`COLUMNS`), the ranking's input."""
-    rows = [row for entry in tables for row in table_rows(entry, results, costs)]
+                  costs: Mapping[str, Mapping[str, float]], scale: str) -> pd.DataFrame:
+    """One row per run of every comparable table (`COLUMNS`) at `scale`, the ranking's input."""
+    rows = [row for entry in tables for row in table_rows(entry, results, costs, scale)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -2,12 +2,15 @@
 our methods', its rank among them, its wins, ties and losses over the table's settings, and the
 cost of both (torch-free).
 
-The input is one row per run: (paper, table, setting, method, seed) with the run's `value`
-(higher is better), its `status`, the cell's `chance` level and the paper's printed number, and
-the run's costs (`COLUMNS`). A cell is the runs of one method in one setting (all seeds). Cells
-are judged as the tables and the scorecard judge them: a cell is near chance when its mean over
-seeds is (`fedhet.tables.maths.near_chance`), diverged when any of its runs diverged
-(`fedhet.tables.schema.DIVERGED`); such settings are left out of a comparison and counted.
+The input is one row per run: (paper, table, setting, method, seed) with the run's `value` of
+the table's scored `metric` (higher is better unless `lower_is_better`: rounds to a target), its
+`status`, the cell's `chance` level and the paper's printed number, and the run's costs
+(`COLUMNS`). A cell is the runs of one method in one setting (all seeds). Cells are judged as the
+tables and the scorecard judge them: an accuracy cell is near chance when its mean over seeds is
+(`fedhet.tables.maths.near_chance`), a cell diverged when any of its runs diverged
+(`fedhet.tables.schema.DIVERGED`); such settings are left out of a comparison and counted. A
+rounds cell where a seed never reached the target (`fedhet.tables.schema.NEVER`) is compared:
+it loses to a cell that reached it and ties with another that did not.
 """
 
 from __future__ import annotations
@@ -22,20 +25,22 @@ import pandas as pd
 
 from fedhet.papers import paper_name
 from fedhet.tables.maths import NEAR_CHANCE, mean_std, near_chance
+from fedhet.tables.metrics import lookup
 from fedhet.tables.render import fmt
-from fedhet.tables.schema import DIVERGED
+from fedhet.tables.schema import DIVERGED, NEVER
 from fedhet.tables.scorecard import STYLE
 
 KEY = ["paper", "table", "setting", "method"]
 COSTS = ["train_flops", "bytes_per_round", "seconds"]
-COLUMNS = [*KEY, "label", "seed", "value", "status", "chance", "paper_value", *COSTS]
-STATUSES = ("completed", DIVERGED)
+COLUMNS = [*KEY, "label", "seed", "value", "status", "chance", "paper_value", "metric",
+           "lower_is_better", *COSTS]
+STATUSES = ("completed", DIVERGED, NEVER)
 # both cells have at least this many seeds: a tie is judged by their spread, not the margin
 SPREAD_SEEDS = 3
 # slack for float rounding when a difference is compared with its tie threshold
 SLACK = 1e-9
 
-BOARD = ["paper", "table", "method", "label", "ours", "paper_value", "challenger", "rank",
+BOARD = ["paper", "table", "metric", "lower_is_better", "method", "label", "ours", "paper_value", "challenger", "rank",
          "ranked", "wins", "ties", "losses", "excluded",
          "train_flops", "challenger_train_flops", "bytes_per_round",
          "challenger_bytes_per_round", "seconds", "challenger_seconds"]
@@ -48,8 +53,9 @@ class Cell:
     mean: float
     std: float  # sample std over seeds (NaN under two seeds)
     seeds: int
-    excluded: bool  # near chance, diverged, or without a value
+    excluded: bool  # near chance, diverged, or without a value (other than `unreached`)
     paper_value: float
+    unreached: bool = False  # a seed never reached a rounds table's target (no value)
 
 
 def build_leaderboard(results: pd.DataFrame, challenger: str, *,
@@ -60,20 +66,23 @@ def build_leaderboard(results: pd.DataFrame, challenger: str, *,
     Per setting both the method and the challenger ran, their cells are compared unless either
     is near chance or diverged (a run diverged, or the cell has no value: then the setting
     counts in `excluded`; a setting only one of them ran is not counted): with c and m the two
-    means over seeds, the challenger wins when c − m exceeds the tie threshold, loses when
-    m − c does, and ties otherwise. The threshold is the seeds' spread, the larger of the two
-    cells' sample standard deviations over seeds, when both cells have at least three seeds;
-    else `tie_margin` (in the units of `value`).
+    means over seeds, the challenger wins when c − m exceeds the tie threshold (m − c where
+    lower is better), loses when the other way round does, and ties otherwise. The threshold
+    is the seeds' spread, the larger of the two cells' sample standard deviations over seeds,
+    when both cells have at least three seeds; else `tie_margin` (in the units of `value`). A
+    cell that never reached a rounds table's target loses to one that did and ties with one
+    that did not.
 
     `ours` and `challenger` are the two methods' means over the compared settings (mean of the
-    cells' means), `paper_value` the mean of the paper's numbers for the method over the same
-    settings (NaN where the paper prints none for one of them). `rank` is 1 + the number of
-    methods of the table whose `ours` beats the `challenger` of their row (each pair compared on
-    the settings both were compared in: on a full grid without exclusions, the rank by table
-    mean), out of `ranked` (the methods with a compared setting, and the challenger); <NA>
-    when the challenger was compared with none. Costs are means per run over every setting
-    both ran: training work (images × FLOPs), bytes per round and seconds, the method's and the
-    challenger's (`challenger_<cost>`)."""
+    cells' means; in a rounds table over those both reached), `paper_value` the mean of the
+    paper's numbers for the method over the same settings (NaN where the paper prints none for
+    one of them). `rank` is 1 + the number of methods of the table whose `ours` beats the
+    `challenger` of their row (each pair compared on the settings both were compared in: on a
+    full grid without exclusions, the rank by table mean; in a rounds table, fewer settings
+    never reached comes first), out of `ranked` (the methods with a compared setting, and the
+    challenger); <NA> when the challenger was compared with none. Costs are means per run over
+    every setting both ran: training work (images × FLOPs), bytes per round and seconds, the
+    method's and the challenger's (`challenger_<cost>`)."""
     _check(results, challenger, tie_margin)
     cells = _cells(results)
     rows = []
@@ -81,13 +90,16 @@ def build_leaderboard(results: pd.DataFrame, challenger: str, *,
         mine = cells.get((paper, table, challenger))
         if mine is None:
             continue
+        lower = bool(runs["lower_is_better"].iloc[0])
         methods = [m for m in dict.fromkeys(runs["method"]) if m != challenger]
         table_rows = [
-            _pair(runs, cells[(paper, table, method)], mine, method, challenger, tie_margin)
+            _pair(runs, cells[(paper, table, method)], mine, method, challenger, tie_margin,
+                  lower)
             for method in methods
         ]
-        _rank(table_rows)
-        rows += [{"paper": paper, "table": table, **row} for row in table_rows]
+        _rank(table_rows, lower)
+        rows += [{"paper": paper, "table": table, "metric": runs["metric"].iloc[0],
+                  "lower_is_better": lower, **row} for row in table_rows]
     board = pd.DataFrame(rows, columns=BOARD)
     for column in ("rank", "ranked", "wins", "ties", "losses", "excluded"):
         board[column] = board[column].astype("Int64")
@@ -110,6 +122,11 @@ def _check(results: pd.DataFrame, challenger: str, tie_margin: float) -> None:
     bad = sorted(set(results["status"]) - set(STATUSES))
     if bad:
         raise ValueError(f"unknown run status {bad[0]!r}; valid: {', '.join(STATUSES)}")
+    mixed = results.groupby(["paper", "table"])[["metric", "lower_is_better"]].nunique()
+    if (mixed > 1).any(axis=None):
+        paper, table = mixed[(mixed > 1).any(axis=1)].index[0]
+        raise ValueError(f"table {table} of {paper} is scored on more than one metric or "
+                         "direction; give one metric per table")
     twice = results.duplicated([*KEY, "seed"])
     if twice.any():
         row = results[twice].iloc[0]
@@ -123,13 +140,17 @@ def _cells(results: pd.DataFrame) -> dict[tuple, dict[str, Cell]]:
     for (paper, table, setting, method), runs in results.groupby(KEY, sort=False):
         mean, std, n = mean_std(runs["value"].astype(float).tolist())
         chance = _float(runs["chance"].iloc[0])
+        metric = lookup(str(runs["metric"].iloc[0]))
+        diverged = bool((runs["status"] == DIVERGED).any())
+        unreached = not diverged and bool((runs["status"] == NEVER).any())
+        accuracy = metric is not None and metric.accuracy
         excluded = (
-            math.isnan(mean)
-            or bool((runs["status"] == DIVERGED).any())
-            or near_chance(mean, None if math.isnan(chance) else chance)
+            (math.isnan(mean) and not unreached)
+            or diverged
+            or (accuracy and near_chance(mean, None if math.isnan(chance) else chance))
         )
         out.setdefault((paper, table, method), {})[setting] = Cell(
-            mean, std, n, excluded, _float(runs["paper_value"].iloc[0]))
+            mean, std, n, excluded, _float(runs["paper_value"].iloc[0]), unreached)
     return out
 
 
@@ -138,13 +159,18 @@ def _float(value: object) -> float:
     return math.nan if pd.isna(value) else float(value)
 
 
-def _outcome(challenger: Cell, method: Cell, tie_margin: float) -> str:
-    """'wins', 'ties' or 'losses' of the challenger's cell against the method's."""
+def _outcome(challenger: Cell, method: Cell, tie_margin: float, lower: bool) -> str:
+    """'wins', 'ties' or 'losses' of the challenger's cell against the method's (`lower`:
+    lower values are better)."""
+    if challenger.unreached or method.unreached:
+        if challenger.unreached and method.unreached:
+            return "ties"
+        return "losses" if challenger.unreached else "wins"
     if min(challenger.seeds, method.seeds) >= SPREAD_SEEDS:
         threshold = max(challenger.std, method.std)
     else:
         threshold = tie_margin
-    diff = challenger.mean - method.mean
+    diff = (method.mean - challenger.mean) if lower else (challenger.mean - method.mean)
     if abs(diff) <= threshold + SLACK:
         return "ties"
     return "wins" if diff > 0 else "losses"
@@ -155,32 +181,45 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def _pair(runs: pd.DataFrame, theirs: dict[str, Cell], mine: dict[str, Cell], method: str,
-          challenger: str, tie_margin: float) -> dict:
+          challenger: str, tie_margin: float, lower: bool) -> dict:
     """The leaderboard row of one method against the challenger in one table (no rank yet)."""
     shared = [s for s in theirs if s in mine]
     compared = [s for s in shared if not (theirs[s].excluded or mine[s].excluded)]
     counts = {"wins": 0, "ties": 0, "losses": 0}
     for setting in compared:
-        counts[_outcome(mine[setting], theirs[setting], tie_margin)] += 1
+        counts[_outcome(mine[setting], theirs[setting], tie_margin, lower)] += 1
+    # means over the settings where both have a value (in a rounds table: both reached)
+    valued = [s for s in compared if not (theirs[s].unreached or mine[s].unreached)]
     in_shared = runs["setting"].isin(shared)
     own = runs[in_shared & (runs["method"] == method)]
     other = runs[in_shared & (runs["method"] == challenger)]
     label = runs.loc[runs["method"] == method, "label"].iloc[0]
     return {
         "method": method, "label": label,
-        "ours": _mean([theirs[s].mean for s in compared]),
-        "paper_value": _mean([theirs[s].paper_value for s in compared]),
-        "challenger": _mean([mine[s].mean for s in compared]),
+        # settings compared where one never reached a rounds table's target (for the rank)
+        "unreached": sum(theirs[s].unreached for s in compared),
+        "challenger_unreached": sum(mine[s].unreached for s in compared),
+        "ours": _mean([theirs[s].mean for s in valued]),
+        "paper_value": _mean([theirs[s].paper_value for s in valued]),
+        "challenger": _mean([mine[s].mean for s in valued]),
         **counts, "excluded": len(shared) - len(compared),
         **{cost: _mean(own[cost].astype(float).tolist()) for cost in COSTS},
         **{f"challenger_{cost}": _mean(other[cost].astype(float).tolist()) for cost in COSTS},
     }
 
 
-def _rank(rows: list[dict]) -> None:
-    """Set the challenger's rank among the table's methods on each of its rows."""
+def _rank(rows: list[dict], lower: bool) -> None:
+    """Set the challenger's rank among the table's methods on each of its rows (`lower`: lower
+    means are better). A method beats the challenger when it never reached a rounds table's
+    target in fewer of their compared settings, or as often and with the better mean."""
+
+    def beats(r: dict) -> bool:
+        if r["unreached"] != r["challenger_unreached"]:
+            return r["unreached"] < r["challenger_unreached"]
+        return r["ours"] < r["challenger"] if lower else r["ours"] > r["challenger"]
+
     ranked = [r for r in rows if r["wins"] + r["ties"] + r["losses"] > 0]
-    rank = 1 + sum(1 for r in ranked if r["ours"] > r["challenger"])
+    rank = 1 + sum(1 for r in ranked if beats(r))
     for row in rows:
         row["rank"] = rank if ranked else pd.NA
         row["ranked"] = len(ranked) + 1 if ranked else pd.NA
@@ -199,6 +238,13 @@ def _both(challenger: float, ours: float) -> str:
     return " / ".join("–" if pd.isna(v) else fmt(float(v), "flops") for v in (challenger, ours))
 
 
+def _scored_on(metric: str, lower: bool) -> str:
+    """The scored metric as its tables head it, with its direction when lower is better."""
+    known = lookup(metric)
+    header = known.header if known is not None else metric
+    return f"{header}, fewer is better" if lower else header
+
+
 def readable(board: pd.DataFrame, challenger_label: str, *, digits: int = 2) -> pd.DataFrame:
     """The leaderboard as the report shows it: text cells under readable column names, every
     result with `digits` decimals, costs with SI prefixes as `challenger / method`."""
@@ -209,6 +255,7 @@ def readable(board: pd.DataFrame, challenger_label: str, *, digits: int = 2) -> 
         rows.append({
             "Paper": paper_name(r.paper),
             "Table": r.table,
+            "Scored on": _scored_on(r.metric, bool(r.lower_is_better)),
             "Method": r.label,
             "Ours": _number(r.ours, digits),
             "In the paper": _number(r.paper_value, digits),
@@ -222,7 +269,7 @@ def readable(board: pd.DataFrame, challenger_label: str, *, digits: int = 2) -> 
             f"Seconds, {who} / method": " / ".join(
                 _number(v, 0) for v in (r.challenger_seconds, r.seconds)),
         })
-    columns = ["Paper", "Table", "Method", "Ours", "In the paper", who, f"Rank of {who}",
+    columns = ["Paper", "Table", "Scored on", "Method", "Ours", "In the paper", who, f"Rank of {who}",
                "Wins / ties / losses", "Left out", f"Training work, {who} / method",
                f"Bytes per round, {who} / method", f"Seconds, {who} / method"]
     return pd.DataFrame(rows, columns=columns)
@@ -238,8 +285,11 @@ def legend(challenger_label: str, tie_margin: float) -> str:
         f"Rank: {who}'s place among our methods by mean (1 = best). Wins / ties / losses: per "
         f"setting, {who}'s mean over seeds against the method's; a tie is a difference within "
         f"the seeds' spread (the larger of the two standard deviations over seeds) when both "
-        f"have {SPREAD_SEEDS} or more seeds, else within {tie_margin:g}. Left out: settings "
-        "where either method is near chance (less than "
+        f"have {SPREAD_SEEDS} or more seeds, else within {tie_margin:g} (in the units scored). "
+        "Rounds-to-target tables are scored on each seed's rounds to the table's target, "
+        "fewer is better: a method that never reached it in a setting loses there to one "
+        "that did (ties with one that did not), and the means leave such settings out. Left "
+        "out: settings where either method is near chance (less than "
         f"{NEAR_CHANCE:.0%} of the way from chance to 100%) or diverged, not compared. Costs: "
         "mean per run; training work in images × FLOPs (fedhet's counter), bytes sent per "
         "round; seconds measured, for reference only."

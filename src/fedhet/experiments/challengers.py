@@ -88,6 +88,12 @@ class Board:
         return list(out)
 
 
+def scored_per_seed(metric: Any) -> bool:
+    """Whether a leaderboard can score a table metric seed by seed: one read from each seed's
+    run, or the rounds to a rounds-to-target table's target (each seed's curve)."""
+    return metric is not None and (metric.kind == "run" or metric.name == "rounds")
+
+
 def _default_metric(spec: Mapping[str, Any]) -> str | None:
     """A table's first metric computed from each seed's run (what a leaderboard compares)."""
     from fedhet.tables.metrics import lookup
@@ -119,10 +125,12 @@ def comparable_tables(loader: Loader, papers: Iterable[str]) -> list[Join]:
                                           f"table; valid: {', '.join(sorted(axes))}")
                 metric = decl.get("metric") or _default_metric(spec)
                 known = lookup(metric) if metric else None
-                if known is None or known.kind != "run":
+                if not scored_per_seed(known):
                     raise ExperimentError(file, f"{where}.metric",
-                                          f"{metric!r} is no metric read from each seed's run; "
-                                          "name one (acc, last_acc, top5_acc, domain_acc)")
+                                          f"{metric!r} is no metric scored seed by seed; name "
+                                          "one read from each seed's run (acc, last_acc, "
+                                          "top5_acc, domain_acc) or rounds (to the table's "
+                                          "target)")
                 joins.append(Join(paper, table, kind, decl["axis"], plain_copy(decl.get("set")
                                                                               or {}), metric))
     return joins

@@ -87,25 +87,18 @@ def _check_metrics(payload: Mapping[str, Any]) -> None:
                 )
 
 
-def _rounds_to_target(
-    payload: Mapping[str, Any],
-    acc: Mapping[int, Value],
-    results: Mapping[str, RunResult],
-    scale: str,
-) -> tuple[list[dict[str, Any]], dict[int, Value], dict[tuple, float]]:
-    """A rounds-to-target table's target lines (one per group of cells), each cell's rounds to
-    its group's target over the seeds (by cell index) and each group's reference rounds."""
+def _targets(
+    payload: Mapping[str, Any], acc: Mapping[int, Value], scale: str
+) -> dict[tuple, tuple[float, float | None, str, str, int]]:
+    """A rounds-to-target table's targets: group → (ours, paper's, how ours was set, the group's
+    label, the reference's seeds). Ours is the paper's printed target at paper scale, else the
+    reference cell's best accuracy, floored (`target_from_best`)."""
     spec = payload["spec"]
-    cells = payload["cells"]
-    # group → (ours, paper, how, label, seeds)
-    targets: dict[tuple, tuple[float, float | None, str, str, int]] = {}
-    rounds: dict[int, Value] = {}
-    ref_rounds: dict[tuple, float] = {}
-    lines: list[dict[str, Any]] = []
     tspec = spec["target"]
     group_by = tspec["group_by"]
     ref_where = tspec["cell"]
-    for i, cell in enumerate(cells):
+    targets: dict[tuple, tuple[float, float | None, str, str, int]] = {}
+    for i, cell in enumerate(payload["cells"]):
         labels = cell["labels"]
         if not all(a in labels for a in group_by):
             continue
@@ -121,8 +114,25 @@ def _rounds_to_target(
             ours = target_from_best(acc[i][0]) if i in acc else NAN
             how = "ours: reference best, floored"
         label = " · ".join(cell["display"][a] for a in group_by)
-        n_ref = len(cell["run_ids"])
-        targets[key] = (ours, paper_t, how, label, n_ref)
+        targets[key] = (ours, paper_t, how, label, len(cell["run_ids"]))
+    return targets
+
+
+def _rounds_to_target(
+    payload: Mapping[str, Any],
+    acc: Mapping[int, Value],
+    results: Mapping[str, RunResult],
+    scale: str,
+) -> tuple[list[dict[str, Any]], dict[int, Value], dict[tuple, float]]:
+    """A rounds-to-target table's target lines (one per group of cells), each cell's rounds to
+    its group's target over the seeds (by cell index) and each group's reference rounds."""
+    cells = payload["cells"]
+    group_by = payload["spec"]["target"]["group_by"]
+    ref_where = payload["spec"]["target"]["cell"]
+    targets = _targets(payload, acc, scale)
+    rounds: dict[int, Value] = {}
+    ref_rounds: dict[tuple, float] = {}
+    lines: list[dict[str, Any]] = []
     for i, cell in enumerate(cells):
         if i not in acc or not uses_rounds(cell["metrics"]):
             continue
@@ -141,6 +151,41 @@ def _rounds_to_target(
     return lines, rounds, ref_rounds
 
 
+def _cell_accuracies(
+    payload: Mapping[str, Any], results: Mapping[str, RunResult]
+) -> dict[int, Value]:
+    """Each cell's best accuracy over its seeds (cells with runs of ours), by cell index."""
+    acc: dict[int, Value] = {}
+    if payload["kind"] in ("settings", "analytic"):
+        return acc
+    for i, cell in enumerate(payload["cells"]):
+        if cell["pending"] or cell.get("quoted"):
+            continue
+        runs = [results[r] for r in cell.get("calibrations") or cell["run_ids"]]
+        m, s, n = mean_std([r.best_acc for r in runs])
+        status = DIVERGED if any(r.status == "diverged" for r in runs) else OK
+        acc[i] = (m, s, n, status)
+    return acc
+
+
+def seed_rounds(
+    payload: Mapping[str, Any], results: Mapping[str, RunResult], scale: str
+) -> dict[str, float]:
+    """Each run's rounds to its group's target in a rounds-to-target table, one seed at a time
+    (run id → first round at the target; NaN: never reached, or the group has no target). The
+    targets are the table's own (`compute_table`'s target lines)."""
+    group_by = payload["spec"]["target"]["group_by"]
+    targets = _targets(payload, _cell_accuracies(payload, results), scale)
+    out: dict[str, float] = {}
+    for cell in payload["cells"]:
+        if cell["pending"] or cell.get("quoted") or not uses_rounds(cell["metrics"]):
+            continue
+        target = targets.get(tuple(cell["labels"].get(a) for a in group_by), (NAN,))[0]
+        for rid in cell["run_ids"]:
+            out[rid] = rounds_to_target(results[rid].curve, target)
+    return out
+
+
 def compute_table(
     payload: Mapping[str, Any], results: Mapping[str, RunResult], scale: str
 ) -> list[dict[str, Any]]:
@@ -151,15 +196,7 @@ def compute_table(
     kind = payload["kind"]
     cells = payload["cells"]
     lines: list[dict[str, Any]] = []
-    # per-cell accuracies (cells with runs of ours)
-    acc: dict[int, Value] = {}
-    for i, cell in enumerate(cells):
-        if cell["pending"] or cell.get("quoted") or kind in ("settings", "analytic"):
-            continue
-        runs = [results[r] for r in cell.get("calibrations") or cell["run_ids"]]
-        m, s, n = mean_std([r.best_acc for r in runs])
-        status = DIVERGED if any(r.status == "diverged" for r in runs) else OK
-        acc[i] = (m, s, n, status)
+    acc = _cell_accuracies(payload, results)
     # cells whose runs learnt (almost) nothing: their numbers are marked, not compared (an
     # accuracy is judged on its own value, `_near`)
     chance = {i for i, (m, *_) in acc.items() if near_chance(m, cells[i].get("chance_acc"))}

@@ -99,6 +99,8 @@ class Metric:
     # an accuracy in %: whether it lies near chance is judged on the cell's own value (else on
     # the best accuracy of the cell's runs)
     accuracy: bool = False
+    # fewer is better (rounds to a target, its cost): how a leaderboard ranks on it
+    lower_is_better: bool = False
 
     @property
     def needs_rounds(self) -> bool:
@@ -265,6 +267,7 @@ _DECLARED = (
         source="metrics.jsonl: the first round whose test accuracy reaches the table's target",
         compute=_rounds,
         text=_whole,
+        lower_is_better=True,
     ),
     Metric(
         name="speedup",
@@ -282,6 +285,7 @@ _DECLARED = (
         source="rounds × passes over the clients' data per round (cell values: cost_factor)",
         compute=_cost,
         text=_one_decimal,
+        lower_is_better=True,
     ),
     Metric(
         name="lr",
