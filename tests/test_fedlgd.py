@@ -41,6 +41,12 @@ def test_the_key_follows_the_distillation_and_nothing_else(tmp_path):
     same["model"] = {"name": "convnet", "width": 0.5}
     same["training"].update(rounds=7, clients_per_round=4, lr=0.3, batch_size=4)
     assert distilled_key(settings_of(same)) == key
+    # where the partition is cached is no setting: a training job of the workflow names its
+    # partition's file and must find the artefact the workflow built without it
+    located = copy.deepcopy(base)
+    located["partition"].update(root=str(tmp_path / "elsewhere"),
+                                file="resources/partitions/p-s0.npz")
+    assert distilled_key(settings_of(located)) == key
     for change in ({"ipc": 3}, {"init": "noise"}, {"init_stats": "code"}, {"distill_seed": 5},
                    {"warmup_steps": 4}):
         assert distilled_key(settings_of(distilled_run(tmp_path, **change))) != key, change

@@ -19,8 +19,9 @@ from typing import Any
 # Bump when the distillation's output changes for the same settings: every key changes with it.
 VERSION = 2  # 2: every class embedded in one pass
 CACHE_FORMAT = 1
-# What the partition of the run means (its cache location does not).
-PARTITION_LOCATION = ("root",)
+# What the partition of the run means (where it is cached does not: its root, or the file the
+# workflow points a training job at)
+PARTITION_LOCATION = ("root", "file")
 DISTILL_PARAMS = ("ipc", "server_ipc", "init", "init_stats", "warmup_steps", "real_batch",
                   "lr_img", "img_momentum", "dsa", "embed_width", "embed_depth")
 
