@@ -57,8 +57,14 @@ FULL_WAIT_SECONDS = 2.0  # at the cap, how long a new job waits for a finished j
 def _preload() -> None:
     """Import what a job imports: torch, the engine, every model and fedhet's own methods (the
     code of a method of another package is imported by each job that uses it: a failing import
-    must not stop the server)."""
+    must not stop the server). Also the modules torch imports on first use in every job:
+    `torch.use_deterministic_algorithms` imports the compiler's config (with torch._dynamo,
+    ~900 modules, about 3 s of a job on a busy CPU core), and a run's first optimizer
+    torch._dynamo; and scikit-learn's digits, which the digit stand-ins read."""
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.config  # noqa: F401
+    from sklearn.datasets import load_digits  # noqa: F401
 
     import fedhet.cli  # noqa: F401
     import fedhet.train  # noqa: F401
