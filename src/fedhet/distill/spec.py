@@ -19,9 +19,12 @@ from typing import Any
 # Bump when the distillation's output changes for the same settings: every key changes with it.
 VERSION = 2  # 2: every class embedded in one pass
 CACHE_FORMAT = 1
-# What the partition of the run means (where it is cached does not: its root, or the file the
-# workflow points a training job at)
-PARTITION_LOCATION = ("root", "file")
+# Where the partition is cached is no setting: its root is left out, and the file the workflow
+# points a training job at reads as unset (None, its resolved default), so that the job names
+# the key of the artefact the workflow built (keys made from runs without a file stay as they
+# were)
+PARTITION_LOCATION = ("root",)
+PARTITION_FILE = "file"
 DISTILL_PARAMS = ("ipc", "server_ipc", "init", "init_stats", "warmup_steps", "real_batch",
                   "lr_img", "img_momentum", "dsa", "embed_width", "embed_depth")
 
@@ -32,7 +35,8 @@ def settings_for_run(run: Mapping[str, Any], params: Mapping[str, Any]) -> dict[
     return {
         "dataset": {"name": run["dataset"]["name"],
                     "options": dict(run["dataset"].get("options") or {})},
-        "partition": {k: v for k, v in run["partition"].items() if k not in PARTITION_LOCATION},
+        "partition": {k: None if k == PARTITION_FILE else v
+                      for k, v in run["partition"].items() if k not in PARTITION_LOCATION},
         "seed": int(run["seed"] if seed is None else seed),
         "partition_seed": int(run["seed"]),
         "params": {k: params[k] for k in DISTILL_PARAMS},
