@@ -16,8 +16,19 @@ with profiles/default's selection settings it uses less than half (with the work
 Measured again on a fresh clone of 52892b0 (idle 2-core AMD EPYC): in its first 1,787 s the
 demo finished 258 of 541 jobs, about 40 of its 63 TFLOP, and the Snakemake process used 63
 CPU-seconds (1.8 % of the two cores, against 17 % before the selection settings). The budget's
-27m50s no longer holds: the same work now takes about 50 minutes (why is not yet known), so
-these limits, measured then, let through a demo that is over its 30 minutes.
+27m50s no longer holds: the same work now takes about 50 minutes, so these limits, measured
+then, let through a demo that is over its 30 minutes.
+
+Where the time goes (fresh clone of 29ac423, 2-core AMD EPYC, py-spy on the fork server for 15
+minutes; the run itself was slowed by the profiler and other work, 78 minutes in all): the
+training jobs took 8,281 job-seconds, 88 % of what the two cores offered, and inside them
+forward and backward passes dominate (the engine is compute-bound; Snakemake's process is not
+the cost). The largest items by their runs' job-seconds: FedImpro T1 752, VHL T1 740, VHL T6
+527, FedBR T1 491, CCVR T2 400, FedBR T3 369, VHL T3 313, FedLGD T1 283. Two per-job costs
+found there are fixed since: every FedLGD-family training job distilled its own copy of the
+local virtual data (about 55 s each, 11 copies: the run's partition file entered the artefact's
+key) and each job imported torch's compiler modules afresh (about 3 s). Reaching 27 minutes
+needs the demo's training work cut by more than half, not scheduling.
 """
 
 from __future__ import annotations
