@@ -72,14 +72,6 @@ def _joined(payload: Mapping[str, Any], cell: Mapping[str, Any], axis: str) -> b
     return axis in (payload["spec"]["grids"][cell["grid"]].get("axes") or {})
 
 
-def _status(result: RunResult, value: float) -> str:
-    """A run's status in the ranking's input: diverged, never reached (a rounds metric without a
-    value), or completed."""
-    if result.status == DIVERGED:
-        return DIVERGED
-    return NEVER if is_nan(value) else "completed"
-
-
 def table_rows(entry: Mapping[str, Any], results: Mapping[str, RunResult],
                costs: Mapping[str, Mapping[str, float]], scale: str) -> list[dict[str, Any]]:
     """The per-run rows of one comparable table (`entry`: its payload, the axis joined, the
@@ -112,8 +104,9 @@ def table_rows(entry: Mapping[str, Any], results: Mapping[str, RunResult],
                 "label": cell["display"][axis],
                 "seed": int(entry["seeds"][i]),
                 "value": value,
-                "status": _status(results[rid], value) if declared.needs_rounds
-                else DIVERGED if diverged else "completed",
+                # a rounds metric without a value: the seed never reached the target
+                "status": DIVERGED if diverged else NEVER if is_nan(value) and
+                declared.needs_rounds else "completed",
                 "chance": cell.get("chance_acc", NAN),
                 "paper_value": NAN if paper_value is None else paper_value,
                 "metric": metric,

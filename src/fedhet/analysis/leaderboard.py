@@ -40,8 +40,8 @@ SPREAD_SEEDS = 3
 # slack for float rounding when a difference is compared with its tie threshold
 SLACK = 1e-9
 
-BOARD = ["paper", "table", "metric", "lower_is_better", "method", "label", "ours", "paper_value", "challenger", "rank",
-         "ranked", "wins", "ties", "losses", "excluded",
+BOARD = ["paper", "table", "metric", "lower_is_better", "method", "label", "ours",
+         "paper_value", "challenger", "rank", "ranked", "wins", "ties", "losses", "excluded",
          "train_flops", "challenger_train_flops", "bytes_per_round",
          "challenger_bytes_per_round", "seconds", "challenger_seconds"]
 
@@ -269,8 +269,8 @@ def readable(board: pd.DataFrame, challenger_label: str, *, digits: int = 2) -> 
             f"Seconds, {who} / method": " / ".join(
                 _number(v, 0) for v in (r.challenger_seconds, r.seconds)),
         })
-    columns = ["Paper", "Table", "Scored on", "Method", "Ours", "In the paper", who, f"Rank of {who}",
-               "Wins / ties / losses", "Left out", f"Training work, {who} / method",
+    columns = ["Paper", "Table", "Scored on", "Method", "Ours", "In the paper", who,
+               f"Rank of {who}", "Wins / ties / losses", "Left out", f"Training work, {who} / method",
                f"Bytes per round, {who} / method", f"Seconds, {who} / method"]
     return pd.DataFrame(rows, columns=columns)
 

@@ -133,13 +133,11 @@ def _rounds_to_target(
     rounds: dict[int, Value] = {}
     ref_rounds: dict[tuple, float] = {}
     lines: list[dict[str, Any]] = []
+    per_run = _run_rounds(payload, targets, results)
     for i, cell in enumerate(cells):
         if i not in acc or not uses_rounds(cell["metrics"]):
             continue
-        key = tuple(cell["labels"].get(a) for a in group_by)
-        target = targets.get(key, (NAN,))[0]
-        per_seed = [rounds_to_target(results[r].curve, target) for r in cell["run_ids"]]
-        m, s, n = mean_std(per_seed)
+        m, s, n = mean_std([per_run[r] for r in cell["run_ids"]])
         rounds[i] = (m, s, n, NEVER if is_nan(m) else OK)
     for ours, paper_t, how, label, n_ref in targets.values():
         # one line per group: row = the group's label, column and metric "target"
@@ -168,14 +166,12 @@ def _cell_accuracies(
     return acc
 
 
-def seed_rounds(
-    payload: Mapping[str, Any], results: Mapping[str, RunResult], scale: str
+def _run_rounds(
+    payload: Mapping[str, Any], targets: Mapping[tuple, tuple], results: Mapping[str, RunResult]
 ) -> dict[str, float]:
-    """Each run's rounds to its group's target in a rounds-to-target table, one seed at a time
-    (run id → first round at the target; NaN: never reached, or the group has no target). The
-    targets are the table's own (`compute_table`'s target lines)."""
+    """Run id → its first round at its group's target (`_targets`), for the runs of every cell
+    with runs of ours that shows a rounds metric; NaN: never reached, or no target."""
     group_by = payload["spec"]["target"]["group_by"]
-    targets = _targets(payload, _cell_accuracies(payload, results), scale)
     out: dict[str, float] = {}
     for cell in payload["cells"]:
         if cell["pending"] or cell.get("quoted") or not uses_rounds(cell["metrics"]):
@@ -184,6 +180,16 @@ def seed_rounds(
         for rid in cell["run_ids"]:
             out[rid] = rounds_to_target(results[rid].curve, target)
     return out
+
+
+def seed_rounds(
+    payload: Mapping[str, Any], results: Mapping[str, RunResult], scale: str
+) -> dict[str, float]:
+    """Each run's rounds to its group's target in a rounds-to-target table, one seed at a time
+    (run id → first round at the target; NaN: never reached, or the group has no target). The
+    targets are the table's own (`compute_table`'s target lines)."""
+    targets = _targets(payload, _cell_accuracies(payload, results), scale)
+    return _run_rounds(payload, targets, results)
 
 
 def compute_table(
