@@ -1,6 +1,6 @@
 """On a CUDA GPU (`pytest -m gpu`; skipped without one): the deterministic mode resumes bit for
-bit in a fresh process, stacked clients equal one client at a time to a stated tolerance, bf16
-and channels-last runs train and say so in resolved.yaml, `runtime.device: auto` picks the GPU,
+bit in a fresh process, stacked clients equal one client at a time to a stated tolerance, bf16,
+channels-last and cuDNN-benchmarking runs train and say so in resolved.yaml, `runtime.device: auto` picks the GPU,
 and the fork server's workers get a CUDA of their own (it never forks one once CUDA started).
 
 Runs are tiny (the digits stand-in in colour, 32 px, a BatchNorm ResNet and a plain CNN): the
@@ -191,6 +191,26 @@ def test_bf16_and_channels_last_runs_train_and_say_so(data_root, tmp_path, runti
     assert loss[0] == pytest.approx(reference[0], rel=0.05)
     if expected["autocast"] == "bfloat16":
         assert loss != reference
+
+
+def test_a_run_with_cudnn_benchmarking_trains_and_says_so(data_root, tmp_path):
+    """cuDNN's algorithm search trains the clients on the GPU: the loss falls, the first
+    round's is close to the run without it (same model and batches; other algorithms round
+    differently), and resolved.yaml says so."""
+    runs = {}
+    strict = {"precision": "fp32"}  # no TF32 rounding between the two
+    for name, runtime in (("plain", strict), ("fast", {**strict, "cudnn_benchmark": True})):
+        out = tmp_path / name
+        final = train(gpu_run(data_root, tmp_path, "cnn4", runtime, rounds=3), out,
+                      log=lambda m: None)
+        assert final["status"] == "completed"
+        runs[name] = [row["train_loss"] for row in run_outputs(out)[0]]
+    assert execution(tmp_path / "fast")["cudnn_benchmark"] is True
+    assert execution(tmp_path / "plain")["cudnn_benchmark"] is False
+    assert runs["fast"][-1] < runs["fast"][0], runs["fast"]
+    print(f"first round's train loss: benchmarking {runs['fast'][0]:.7f}, "
+          f"without {runs['plain'][0]:.7f}")
+    assert runs["fast"][0] == pytest.approx(runs["plain"][0], rel=1e-4)
 
 
 # ----------------------------------------------------------------------------- fork server

@@ -81,7 +81,13 @@ def test_modes_parse_and_map_to_run_settings():
     assert (mode.precision, mode.channels_last, mode.name) == ("bf16", True, "bf16+channels_last")
     assert Mode.of_runtime(mode.runtime()) == mode
     assert Mode.parse("fp32").name == "fp32"
-    for bad in ("fp16", "bf16+channels_last+channels_last", "channels_last"):
+    fast = Mode.parse("bf16+cudnn_benchmark+channels_last")
+    assert (fast.channels_last, fast.cudnn_benchmark) == (True, True)
+    assert fast.name == "bf16+channels_last+cudnn_benchmark"
+    assert fast.runtime()["cudnn_benchmark"] and Mode.of_runtime(fast.runtime()) == fast
+    assert not Mode.parse("bf16").runtime()["cudnn_benchmark"]
+    for bad in ("fp16", "bf16+channels_last+channels_last", "channels_last", "tf32+turbo",
+                "bf16+channels_last=yes", "bf16+"):
         with pytest.raises(ValueError, match="unknown mode"):
             Mode.parse(bad)
 

@@ -1,4 +1,5 @@
-"""Numeric modes (`runtime.precision`, `channels_last`, `deterministic`): in the run identity
+"""Numeric modes (`runtime.precision`, `channels_last`, `deterministic`, `cudnn_benchmark`): in
+the run identity
 only when not at their default, the former `runtime.bf16` read as a precision, torch's flags
 set for every run, the effective modes in resolved.yaml, and a deterministic run resuming
 equal. The GPU's side of the same is in test_gpu.py."""
@@ -21,7 +22,7 @@ from run_outputs import run_outputs, without_step_time
 from tiny_runs import tiny_run
 
 NON_DEFAULT = [{"precision": "fp32"}, {"precision": "tf32"}, {"precision": "bf16"},
-               {"channels_last": True}, {"deterministic": True}]
+               {"channels_last": True}, {"deterministic": True}, {"cudnn_benchmark": True}]
 
 
 def with_runtime(run: dict, **runtime) -> dict:
@@ -51,7 +52,7 @@ def torch_defaults_after():
 
 def test_default_modes_keep_the_run_id(run):
     spelled_out = with_runtime(run, precision="default", channels_last=False,
-                               deterministic=False)
+                               deterministic=False, cudnn_benchmark=False)
     assert run_id(resolve_run(spelled_out)) == run_id(resolve_run(run))
 
 
@@ -135,6 +136,18 @@ def test_deterministic_mode_sets_torchs_flags_and_the_default_unsets_them(run, m
     assert not torch.backends.cudnn.deterministic
 
 
+def test_cudnn_benchmarking_sets_torchs_flag_and_excludes_the_deterministic_mode(run):
+    applied = modes.apply_modes(resolve_run(with_runtime(run, cudnn_benchmark=True)),
+                                torch.device("cpu"))
+    assert torch.backends.cudnn.benchmark
+    assert applied.effective["cudnn_benchmark"] is False  # no cuDNN on a CPU
+    modes.apply_modes(resolve_run(run), torch.device("cpu"))
+    assert not torch.backends.cudnn.benchmark  # a run never inherits it
+    with pytest.raises(ConfigError, match="deterministic and runtime.cudnn_benchmark exclude"):
+        modes.apply_modes(resolve_run(with_runtime(run, cudnn_benchmark=True,
+                                                   deterministic=True)), torch.device("cpu"))
+
+
 def test_a_users_cublas_workspace_setting_is_kept(run, monkeypatch):
     monkeypatch.setenv(modes.CUBLAS_WORKSPACE, ":16:8")
     modes.prepare_environment(resolve_run(with_runtime(run, deterministic=True)))
@@ -154,14 +167,14 @@ def test_resolved_yaml_records_the_effective_modes_on_a_cpu(run, tmp_path):
     assert execution(tmp_path / "plain") == {
         "clients": "clients train one at a time", "precision": "default", "autocast": "none",
         "tf32_convolutions": False, "tf32_matmuls": False, "channels_last": False,
-        "deterministic": False}
+        "deterministic": False, "cudnn_benchmark": False}
     assert not any("precision" in line for line in lines)  # the default says nothing
     fast = with_runtime(run, precision="bf16", channels_last=True)
     train(fast, tmp_path / "fast", log=lines.append)
     assert execution(tmp_path / "fast") == {
         "clients": "clients train one at a time", "precision": "bf16", "autocast": "bfloat16",
         "tf32_convolutions": False, "tf32_matmuls": False, "channels_last": True,
-        "deterministic": False}
+        "deterministic": False, "cudnn_benchmark": False}
     assert any("precision bf16 (autocast bfloat16" in line and "channels-last" in line
                for line in lines)
     # bf16 really ran: other numbers than fp32's

@@ -15,7 +15,8 @@ batches (each client's 5,000 as 39 batches of 128 and one of 8), in the same mod
   functions (`random_crop`, `random_flip`, then normalised); a `copy.deepcopy` of the global
   model; `torch.optim.SGD`; cross-entropy. The server then averages the clients' state dicts
   (every entry, as float, cast back). Same precision mode as the engine (`apply_modes`: the
-  same autocast and TF32 flags, channels-last model and inputs when asked).
+  same autocast and TF32 flags, channels-last model and inputs, cuDNN's algorithm search when
+  asked).
 
 Timing: a warm-up round on a few batches of each client with the same batch shapes (so cuDNN's
 algorithm choice, the caching allocator's pool and lazy initialisations are paid before), then
@@ -34,6 +35,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,10 +52,12 @@ from fedhet.engine.seeding import derive_seed, generator
 from fedhet.gpucheck.records import append_record, device_name, make_record
 from fedhet.models import build_model
 
-CHANNELS_LAST = "+channels_last"
-# What a GPU measures unless told otherwise: the fastest candidate first, so that a run cut short
-# still has it.
-GPU_MODES = ("bf16+channels_last", "bf16", "tf32", "fp32", "default")
+# A mode's name: a precision, then its speed flags, e.g. `bf16+channels_last+cudnn_benchmark`.
+FLAGS = ("channels_last", "cudnn_benchmark")
+# What a GPU measures unless told otherwise: the fastest candidates first, so that a run cut
+# short still has them.
+GPU_MODES = ("bf16+channels_last+cudnn_benchmark", "tf32+channels_last+cudnn_benchmark", "tf32",
+             "fp32", "default")
 CPU_MODES = ("default",)
 
 
@@ -78,32 +82,38 @@ class RoundSize:
 
 @dataclass(frozen=True)
 class Mode:
-    """A precision mode (`PRECISIONS`), optionally with channels-last tensors."""
+    """A precision mode (`PRECISIONS`) with its speed flags: channels-last tensors, cuDNN's
+    algorithm search."""
 
     precision: str
     channels_last: bool = False
+    cudnn_benchmark: bool = False
 
     @property
     def name(self) -> str:
-        return self.precision + (CHANNELS_LAST if self.channels_last else "")
+        return "+".join([self.precision, *(f for f in FLAGS if getattr(self, f))])
 
     @classmethod
     def parse(cls, text: str) -> Mode:
-        """`bf16`, `tf32+channels_last`, ...; ValueError naming the valid forms otherwise."""
-        precision, cl, rest = text.strip().partition(CHANNELS_LAST)
-        if precision not in PRECISIONS or rest:
+        """`bf16`, `tf32+channels_last`, `bf16+channels_last+cudnn_benchmark`, ...; ValueError
+        naming the valid forms otherwise."""
+        precision, *flags = text.strip().split("+")
+        if precision not in PRECISIONS or len(set(flags)) != len(flags) \
+                or not set(flags) <= set(FLAGS):
             raise ValueError(f"unknown mode '{text}'; valid: one of {', '.join(PRECISIONS)}, "
-                             f"optionally followed by '{CHANNELS_LAST}'")
-        return cls(precision, bool(cl))
+                             f"then any of {', '.join('+' + f for f in FLAGS)}")
+        return cls(precision, **{f: True for f in flags})
 
     def runtime(self) -> dict[str, Any]:
         """The run's `runtime` settings of this mode."""
-        return {"precision": self.precision, "channels_last": self.channels_last}
+        return {"precision": self.precision, "channels_last": self.channels_last,
+                "cudnn_benchmark": self.cudnn_benchmark}
 
     @classmethod
     def of_runtime(cls, runtime: Mapping[str, Any]) -> Mode:
         """The mode a run's resolved `runtime` settings ask for."""
-        return cls(runtime["precision"], bool(runtime["channels_last"]))
+        return cls(runtime["precision"], bool(runtime["channels_last"]),
+                   bool(runtime["cudnn_benchmark"]))
 
 
 def random_data(size: RoundSize, seed: int = 0) -> FedData:
@@ -229,21 +239,25 @@ def round_seconds(one_round: Callable[[], None], device: torch.device) -> float:
 
 @dataclass
 class Measured:
-    """The figures of one variant in one mode."""
+    """The figures of one variant in one mode, and its round to run again (`profile`)."""
 
     seconds: float
     peak_mem_bytes: int | None
     note: str
+    one_round: Callable[[], None]
 
 
 def measure(build: Builder, size: RoundSize, device: torch.device,
             timed_rounds: int) -> Measured:
     """A warm-up round on `size.warmup_images` of each client, then the median seconds of
-    `timed_rounds` full rounds, and the peak memory over them."""
+    `timed_rounds` full rounds, and the peak memory over them. The note adds the warm-up's
+    seconds (cuDNN's algorithm search is paid there)."""
+    began = time.perf_counter()
     warm, _ = build(client_indices(size, size.warmup_images))
     warm()
     del warm
     gc.collect()  # the warm-up's copies of the model and data go before the peak is measured
+    warmup = time.perf_counter() - began
     one_round, note = build(client_indices(size, size.images))
     cuda = device.type == "cuda"
     if cuda:
@@ -251,7 +265,35 @@ def measure(build: Builder, size: RoundSize, device: torch.device,
         torch.cuda.reset_peak_memory_stats(device)
     seconds = statistics.median(round_seconds(one_round, device) for _ in range(timed_rounds))
     peak = torch.cuda.max_memory_allocated(device) if cuda else None
-    return Measured(seconds, peak, note)
+    note += f"; warm-up {warmup:.1f} s"
+    return Measured(seconds, peak, note, one_round)
+
+
+def profile(one_round: Callable[[], None], device: torch.device, path: Path) -> str:
+    """One more round under torch.profiler: its busiest operators by own time on the device
+    (on a CPU: by own CPU time) to `path`; returns a line of what the device did: the kernels'
+    summed time against the round's wall time (a GPU far from busy is waiting for the host)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch_profile(activities=activities) as prof:
+        seconds = round_seconds(one_round, device)
+    events = prof.key_averages()
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    if cuda:  # the kernels' rows (an operator's row repeats its kernels' time)
+        busy = sum(e.self_device_time_total for e in events
+                   if e.device_type == DeviceType.CUDA) / 1e6
+    else:
+        busy = events.self_cpu_time_total / 1e6
+    line = (f"profiled round {seconds:.3f} s (under the profiler), "
+            f"{'kernels' if cuda else 'operators'} {busy:.3f} s: "
+            f"{'device' if cuda else 'CPU'} busy {100 * busy / seconds:.0f} %")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(line + "\n\n" + events.table(sort_by=key, row_limit=30) + "\n")
+    return line
 
 
 VARIANTS: dict[str, str] = {
@@ -270,11 +312,12 @@ def variant_builder(variant: str, size: RoundSize, mode: Mode, data: FedData,
 
 def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
                 device: torch.device, timed_rounds: int = 1, client_workers: int = 1,
-                records: str | None = None,
+                records: str | None = None, profile_dir: str | None = None,
                 echo: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Time every variant in every mode (mode by mode, in the order given); returns the records
-    and, with `records`, appends each to that file as soon as it is measured. A variant that
-    fails is recorded with ok false and the error, and the others go on."""
+    and, with `records`, appends each to that file as soon as it is measured; with
+    `profile_dir`, profiles one more round of each (`profile`). A variant that fails is
+    recorded with ok false and the error, and the others go on."""
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variant(s) {', '.join(unknown)}; valid: {', '.join(VARIANTS)}")
@@ -293,18 +336,22 @@ def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
             try:
                 m = measure(variant_builder(variant, size, mode, data, device, client_workers),
                             size, device, timed_rounds)
-                seconds[variant] = m.seconds
-                note = m.note
+                seconds[variant], peak, note = m.seconds, m.peak_mem_bytes, m.note
                 if variant == "reference":
                     note += "".join(f"; {v} {m.seconds / s:.2f}x its speed"
                                     for v, s in seconds.items() if v != "reference")
+                if profile_dir:
+                    note += "; " + profile(m.one_round, device,
+                                           Path(profile_dir) / f"{variant}-{mode.name.replace('+', '_')}.txt")
                 record = make_record(VARIANTS[variant], mode.name, where, version,
-                                     seconds=m.seconds, images=images, flops_per_image=flops,
-                                     peak_mem_bytes=m.peak_mem_bytes, note=note)
+                                     seconds=seconds[variant], images=images,
+                                     flops_per_image=flops,
+                                     peak_mem_bytes=peak, note=note)
             except Exception as err:  # recorded; the other variants and modes still run
                 record = make_record(VARIANTS[variant], mode.name, where, version, ok=False,
                                      note=f"{type(err).__name__}: {err}")
             finally:
+                m = None  # the round's models and data go before the next variant's
                 gc.collect()
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
@@ -332,5 +379,5 @@ def main(args: argparse.Namespace, device: torch.device) -> int:
     modes = [Mode.parse(m) for m in given.split(",")]
     variants = [v.strip() for v in args.variants.split(",")]
     records = bench_modes(size, modes, variants, device, args.timed_rounds, args.client_workers,
-                          args.records)
+                          args.records, args.profile)
     return 0 if args.records or all(r["ok"] for r in records) else 1

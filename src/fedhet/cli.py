@@ -242,9 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "(training.vectorise_clients), and the reference loop (fedhet.bench_round)")
     p.add_argument("--round-only", action="store_true",
                    help="only the paper round of --round-time, not the throughput comparison")
-    p.add_argument("--modes", help="comma-separated precision modes of --round-time: default, "
-                   "fp32, tf32, bf16, each optionally with +channels_last (default: all of them "
-                   "and bf16+channels_last on a GPU, default on a CPU)")
+    p.add_argument("--modes", help="comma-separated modes of --round-time: default, fp32, "
+                   "tf32 or bf16, each optionally with +channels_last and +cudnn_benchmark "
+                   "(default: fedhet.bench_round.GPU_MODES on a GPU, default on a CPU)")
+    p.add_argument("--profile", metavar="DIR",
+                   help="after timing each --round-time variant, profile one more round "
+                   "(torch.profiler) and write its busiest operators to DIR/<variant>-<mode>.txt ('+' "
+                   "in the mode written '_')")
     p.add_argument("--variants", default="engine,stacked,reference",
                    help="what --round-time times, comma-separated (default: %(default)s)")
     p.add_argument("--timed-rounds", type=int, default=1,

@@ -102,6 +102,11 @@ SETTINGS: dict[str, Any] = {
                            "cuBLAS workspace): on a GPU a stopped run resumes bit for bit and "
                            "two runs agree; an op with no deterministic kernel stops the run. "
                            "CPU runs are deterministic either way", since=1),
+        "cudnn_benchmark": S(False, "let cuDNN time its convolution algorithms at each new "
+                             "input shape and keep the fastest (torch.backends.cudnn."
+                             "benchmark): faster on a GPU, but the choice, and with it the last "
+                             "bits, may differ from run to run; not with deterministic. A CPU "
+                             "ignores it (the run id still depends on it)", since=1),
         "checkpoint_every": S(10, "rounds between checkpoints", **_POSITIVE),
         "snapshot_rounds": S([], "rounds whose global model is saved", items="int", at_least=1),
         "save_client_models": S([], "rounds whose client models are saved", items="int",
@@ -118,7 +123,7 @@ del S
 
 # Runtime settings that change the numbers: part of the run identity, hashed (by `since`) only
 # when not at their default, whatever the device (run ids are made without knowing it).
-RUNTIME_IDENTITY = ("precision", "channels_last", "deterministic")
+RUNTIME_IDENTITY = ("precision", "channels_last", "deterministic", "cudnn_benchmark")
 
 
 def _defaults_of(node: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""A run's numeric modes: precision, memory format and deterministic kernels.
+"""A run's numeric modes: precision, memory format, deterministic kernels and cuDNN's
+algorithm search.
 
 They live in torch's process-wide flags, so `apply_modes` sets every one of them for each run
 (a run never inherits another's from the same process, e.g. a test session or a notebook), and
@@ -61,6 +62,8 @@ class Modes:
             parts.append("channels-last")
         if e["deterministic"]:
             parts.append("deterministic kernels")
+        if e["cudnn_benchmark"]:
+            parts.append("cuDNN benchmarking")
         return ", ".join(parts)
 
 
@@ -92,12 +95,12 @@ def set_tf32(convolutions: bool, matmuls: bool) -> None:
         torch.backends.cuda.matmul.allow_tf32 = matmuls
 
 
-def set_deterministic(on: bool) -> None:
+def set_deterministic(on: bool, benchmark: bool = False) -> None:
     """Deterministic kernels (an op without one raises) and cuDNN's fixed algorithms, or
-    torch's defaults. cuDNN never benchmarks: torch's default, and what the numbers assume."""
+    torch's defaults; cuDNN times its algorithms only when `benchmark` (never with `on`)."""
     torch.use_deterministic_algorithms(on)
     torch.backends.cudnn.deterministic = on
-    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.benchmark = benchmark and not on
 
 
 def _has_tf32(device: torch.device) -> bool:
@@ -121,8 +124,12 @@ def apply_modes(run: dict[str, Any], device: torch.device) -> Modes:
             raise ConfigError(
                 f"runtime.deterministic needs {CUBLAS_WORKSPACE} to be one of "
                 f"{', '.join(CUBLAS_DETERMINISTIC)}; it is {os.environ[CUBLAS_WORKSPACE]!r}")
+    benchmark = bool(rt["cudnn_benchmark"])
+    if deterministic and benchmark:
+        raise ConfigError("runtime.deterministic and runtime.cudnn_benchmark exclude each other "
+                          "(benchmarking picks cuDNN's algorithms by timing them); set one")
     set_tf32(precision.tf32_convolutions, precision.tf32_matmuls)
-    set_deterministic(deterministic)
+    set_deterministic(deterministic, benchmark)
     autocast: AbstractContextManager = nullcontext()
     if precision.autocast is not None:
         autocast = torch.autocast(device.type, dtype=precision.autocast)
@@ -134,5 +141,7 @@ def apply_modes(run: dict[str, Any], device: torch.device) -> Modes:
         "tf32_matmuls": tf32 and precision.tf32_matmuls,
         "channels_last": bool(rt["channels_last"]),
         "deterministic": deterministic,
+        "cudnn_benchmark": benchmark and device.type == "cuda",
     }
     return Modes(autocast, bool(rt["channels_last"]), effective)
+
