@@ -153,10 +153,13 @@ def cell_changes(paper: Run, ours: Run, scale: Mapping[str, Any]) -> list[Change
 
 def run_changes(paper: Run, ours: Run, scale: Mapping[str, Any]) -> list[Change]:
     """What the scale changed in one cell's run: `paper`, its settings as the paper gives them
-    (resolved here), against `ours` (resolved at this scale). Nothing where the paper's
-    settings do not resolve alone (a cell the scale must complete)."""
+    (resolved here, without their `runtime`: how a run executes is no change from the paper,
+    and a scale completes some of it, e.g. the last round of `save_client_models: [-1]`),
+    against `ours` (resolved at this scale). Nothing where the paper's settings do not resolve
+    alone (a cell the scale must complete)."""
+    given = {key: value for key, value in plain_copy(paper).items() if key != "runtime"}
     try:
-        resolved = resolve_run(plain_copy(paper))
+        resolved = resolve_run(given)
     except ConfigError:
         return []
     return cell_changes(resolved, ours, scale)
