@@ -201,7 +201,7 @@ def test_a_run_with_cudnn_benchmarking_trains_and_says_so(data_root, tmp_path):
     strict = {"precision": "fp32"}  # no TF32 rounding between the two
     for name, runtime in (("plain", strict), ("fast", {**strict, "cudnn_benchmark": True})):
         out = tmp_path / name
-        final = train(gpu_run(data_root, tmp_path, "cnn4", runtime, rounds=3), out,
+        final = train(gpu_run(data_root, tmp_path, "cnn4", runtime, rounds=2), out,
                       log=lambda m: None)
         assert final["status"] == "completed"
         runs[name] = [row["train_loss"] for row in run_outputs(out)[0]]

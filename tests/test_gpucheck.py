@@ -127,6 +127,13 @@ def test_the_round_bench_records_every_variant(tmp_path, monkeypatch, one_thread
     assert "engine" in records[2]["note"] and "x its speed" in records[2]["note"]
     with pytest.raises(ValueError, match="unknown variant"):
         bench_modes(size, [Mode("default")], ["compiled"], torch.device("cpu"))
+    # where the engine would not stack the clients (bf16), the stacked variant is not timed
+    said: list[str] = []
+    records = bench_modes(size, [Mode("bf16")], ["engine", "stacked"], torch.device("cpu"),
+                          echo=said.append)
+    assert [r["what"] for r in records] == ["paper round: engine, clients one at a time"]
+    assert any("stacked clients: not timed" in line and "bf16 autocast is not vectorised" in line
+               for line in said)
 
 
     def out_of_memory(*args):
