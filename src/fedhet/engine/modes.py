@@ -144,4 +144,3 @@ def apply_modes(run: dict[str, Any], device: torch.device) -> Modes:
         "cudnn_benchmark": benchmark and device.type == "cuda",
     }
     return Modes(autocast, bool(rt["channels_last"]), effective)
-
