@@ -346,8 +346,8 @@ def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
                     note += "".join(f"; {v} {m.seconds / s:.2f}x its speed"
                                     for v, s in seconds.items() if v != "reference")
                 if profile_dir:
-                    note += "; " + profile(m.one_round, device,
-                                           Path(profile_dir) / f"{variant}-{mode.name.replace('+', '_')}.txt")
+                    name = f"{variant}-{mode.name.replace('+', '_')}.txt"
+                    note += "; " + profile(m.one_round, device, Path(profile_dir) / name)
                 record = make_record(VARIANTS[variant], mode.name, where, version,
                                      seconds=seconds[variant], images=images,
                                      flops_per_image=flops,
