@@ -1,7 +1,8 @@
 """On a CUDA GPU (`pytest -m gpu`; skipped without one): the deterministic mode resumes bit for
 bit in a fresh process, stacked clients equal one client at a time to a stated tolerance, bf16,
-channels-last and cuDNN-benchmarking runs train and say so in resolved.yaml, `runtime.device: auto` picks the GPU,
-and the fork server's workers get a CUDA of their own (it never forks one once CUDA started).
+channels-last and cuDNN-benchmarking runs train and say so in resolved.yaml, `runtime.device:
+auto` picks the GPU, and the fork server's workers get a CUDA of their own (it never forks one
+once CUDA started).
 
 Runs are tiny (the digits stand-in in colour, 32 px, a BatchNorm ResNet and a plain CNN): the
 point is the GPU's kernels (cuDNN convolutions and BatchNorm, cuBLAS, the augmentation, vmap's

@@ -247,8 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: fedhet.bench_round.GPU_MODES on a GPU, default on a CPU)")
     p.add_argument("--profile", metavar="DIR",
                    help="after timing each --round-time variant, profile one more round "
-                   "(torch.profiler) and write its busiest operators to DIR/<variant>-<mode>.txt ('+' "
-                   "in the mode written '_')")
+                   "(torch.profiler) and write its busiest operators to "
+                   "DIR/<variant>-<mode>.txt ('+' in the mode written '_')")
     p.add_argument("--variants", default="engine,stacked,reference",
                    help="what --round-time times, comma-separated (default: %(default)s)")
     p.add_argument("--timed-rounds", type=int, default=1,

@@ -270,8 +270,9 @@ def readable(board: pd.DataFrame, challenger_label: str, *, digits: int = 2) -> 
                 _number(v, 0) for v in (r.challenger_seconds, r.seconds)),
         })
     columns = ["Paper", "Table", "Scored on", "Method", "Ours", "In the paper", who,
-               f"Rank of {who}", "Wins / ties / losses", "Left out", f"Training work, {who} / method",
-               f"Bytes per round, {who} / method", f"Seconds, {who} / method"]
+               f"Rank of {who}", "Wins / ties / losses", "Left out",
+               f"Training work, {who} / method", f"Bytes per round, {who} / method",
+               f"Seconds, {who} / method"]
     return pd.DataFrame(rows, columns=columns)
 
 
