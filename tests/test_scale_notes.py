@@ -38,7 +38,7 @@ def test_a_cell_says_its_stand_in_model_local_work_and_rounds():
     assert note == (
         "Changed from the paper: CIFAR-10 → handwritten digits (16 px, 250 "
         "training images a class); ResNet-18 → quarter-width ConvNet; 5 local epochs instead "
-        "of 1 local epoch; 15 rounds instead of 1,000; batch size 32 instead of 64.")
+        "of 1; 15 rounds instead of 1,000; batch size 32 instead of 64.")
 
 
 def test_the_rounds_cap_and_minimum_are_named_and_cells_said_together():
@@ -50,7 +50,10 @@ def test_the_rounds_cap_and_minimum_are_named_and_cells_said_together():
     assert N.item_note([capped]) == (
         "Changed from the paper: 100 rounds (this scale's cap) instead of 10,000.")
     assert "5 rounds (this scale's minimum) instead of 200" in N.item_note([floor])
-    assert "5 local steps instead of 50" in N.item_note([steps])
+    assert N.item_note([steps]) == "Changed from the paper: 5 local steps instead of 50."
+    mixed = N.cell_changes(run(training={"local_epochs": 2}), run(training={"local_steps": 5}),
+                           SCALE)
+    assert "5 local steps instead of 2 local epochs" in N.item_note([mixed])
     # two cells, the same batch size at this scale from two of the paper's
     a = N.cell_changes(run(), run(training={"batch_size": 32}), SCALE)
     b = N.cell_changes(run(training={"batch_size": 128}), run(training={"batch_size": 32}), SCALE)

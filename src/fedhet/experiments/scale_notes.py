@@ -59,7 +59,11 @@ def _local_work(run: Run) -> str:
 
 def _local(paper: Run, ours: Run, scale: Mapping[str, Any]) -> list[Change]:
     p, o = _local_work(paper), _local_work(ours)
-    return [] if p == o else [Change(p, o)]
+    if p == o:
+        return []
+    in_steps = [bool(run["training"].get("local_steps")) for run in (paper, ours)]
+    # "5 local epochs instead of 10": the paper's count alone where both count the same unit
+    return [Change(p.split(" ")[0] if in_steps[0] == in_steps[1] else p, o)]
 
 
 def _rounds(paper: Run, ours: Run, scale: Mapping[str, Any]) -> list[Change]:
