@@ -29,6 +29,17 @@ found there are fixed since: every FedLGD-family training job distilled its own 
 local virtual data (about 55 s each, 11 copies: the run's partition file entered the artefact's
 key) and each job imported torch's compiler modules afresh (about 3 s). Reaching 27 minutes
 needs the demo's training work cut by more than half, not scheduling.
+
+Measured on a fresh clone of 2d734ce (2-core AMD EPYC; about 10 core-minutes of other work
+during its first half hour): the whole demo, 541 jobs, in 3,973 s (66 min); its training jobs
+6,968 job-seconds; the Snakemake process 198 CPU-seconds, a steady 3 CPU-seconds a minute (2.5 %
+of the two cores: its benchmark timers sampling /proc, and re-evaluating the schedule while jobs
+run), so it stays under 150 CPU-seconds only in a demo shorter than about 50 minutes. The
+version the 29-minute figures were measured on (ee21fa9), run on this machine the same way for
+its first 27 training jobs, took as long job by job (763 against 698 job-seconds for the same
+runs, median ratio 1.02; one of them, a FedLGD-family run, distilled its own copy then): the
+code is not slower, this machine is, and the demo's training work has to shrink (run ids
+change) for the demo to fit here.
 """
 
 from __future__ import annotations
