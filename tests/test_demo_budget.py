@@ -36,8 +36,8 @@ during its first half hour): the whole demo, 541 jobs, in 3,973 s (66 min); its 
 of the two cores: its benchmark timers sampling /proc, and re-evaluating the schedule while jobs
 run), so it stays under 150 CPU-seconds only in a demo shorter than about 50 minutes. The
 version the 29-minute figures were measured on (ee21fa9), run on this machine the same way for
-its first 27 training jobs, took as long job by job (763 against 698 job-seconds for the same
-runs, median ratio 1.02; one of them, a FedLGD-family run, distilled its own copy then): the
+its first 27 training jobs, took as long job by job (763 job-seconds there, 698 here for the
+same runs, median ratio 1.02; one FedLGD-family run among them distilled its own copy there): the
 code is not slower, this machine is, and the demo's training work has to shrink (run ids
 change) for the demo to fit here.
 """
