@@ -127,6 +127,15 @@ def test_the_round_bench_records_every_variant(tmp_path, monkeypatch, one_thread
     assert "engine" in records[2]["note"] and "x its speed" in records[2]["note"]
     with pytest.raises(ValueError, match="unknown variant"):
         bench_modes(size, [Mode("default")], ["compiled"], torch.device("cpu"))
+    # --profile: one more round of each variant under torch.profiler, its table in a file
+    profiled = bench_modes(size, [Mode("default", channels_last=True)], ["engine"],
+                           torch.device("cpu"), profile_dir=str(tmp_path / "prof"),
+                           echo=lambda _: None)
+    text = (tmp_path / "prof" / "engine-default_channels_last.txt").read_text()
+    assert text.startswith("profiled round ") and "CPU busy" in text.splitlines()[0]
+    assert "Self CPU" in text and "aten::" in text  # torch's operator table
+    assert "CPU busy" in profiled[0]["note"] and profiled[0]["ok"]
+    assert not list((tmp_path / "prof").glob("*.partial"))
     # where the engine would not stack the clients (bf16), the stacked variant is not timed
     said: list[str] = []
     records = bench_modes(size, [Mode("bf16")], ["engine", "stacked"], torch.device("cpu"),

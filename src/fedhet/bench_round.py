@@ -293,7 +293,9 @@ def profile(one_round: Callable[[], None], device: torch.device, path: Path) -> 
             f"{'kernels' if cuda else 'operators'} {busy:.3f} s: "
             f"{'device' if cuda else 'CPU'} busy {100 * busy / seconds:.0f} %")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(line + "\n\n" + events.table(sort_by=key, row_limit=30) + "\n")
+    partial = path.with_name(path.name + ".partial")  # no half-written profile under its name
+    partial.write_text(line + "\n\n" + events.table(sort_by=key, row_limit=30) + "\n")
+    partial.replace(path)
     return line
 
 
