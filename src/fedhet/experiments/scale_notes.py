@@ -49,21 +49,24 @@ def _model(paper: Run, ours: Run, scale: Mapping[str, Any]) -> list[Change]:
                    arrow=True)]
 
 
-def _local_work(run: Run) -> str:
+def _local_work(run: Run) -> tuple[str, str]:
+    """A run's local work per round: its count, printed, and its unit ("local steps", "local
+    epoch(s)")."""
     t = run["training"]
     if t.get("local_steps"):
-        return f"{printed.number(t['local_steps'])} local steps"
+        return printed.number(t["local_steps"]), "local steps"
     epochs = t["local_epochs"]
-    return f"{printed.number(epochs)} local epoch{'s' if epochs != 1 else ''}"
+    return printed.number(epochs), f"local epoch{'s' if epochs != 1 else ''}"
 
 
 def _local(paper: Run, ours: Run, scale: Mapping[str, Any]) -> list[Change]:
-    p, o = _local_work(paper), _local_work(ours)
-    if p == o:
+    (p, p_unit), (o, o_unit) = _local_work(paper), _local_work(ours)
+    if (p, p_unit) == (o, o_unit):
         return []
-    in_steps = [bool(run["training"].get("local_steps")) for run in (paper, ours)]
-    # "5 local epochs instead of 10": the paper's count alone where both count the same unit
-    return [Change(p.split(" ")[0] if in_steps[0] == in_steps[1] else p, o)]
+    # "5 local epochs instead of 10": the paper's count alone where both count in steps or both
+    # in epochs ("1 local epoch" and "5 local epochs" are both epochs)
+    same_unit = (p_unit == "local steps") == (o_unit == "local steps")
+    return [Change(p if same_unit else f"{p} {p_unit}", f"{o} {o_unit}")]
 
 
 def _rounds(paper: Run, ours: Run, scale: Mapping[str, Any]) -> list[Change]:
