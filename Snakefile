@@ -77,9 +77,12 @@ onstart:
     start_forkserver()
 
 
+# At the end, Snakemake's pending re-selections are cancelled so that the process exits at once.
 onsuccess:
     stop_forkserver()
+    cancel_reselection_timers()
 
 
 onerror:
     stop_forkserver()
+    cancel_reselection_timers()

@@ -16,8 +16,6 @@ for _family in ARTEFACT_FAMILIES.values():
             checksum=f"resources/datasets/{_family.name}/{{key}}.pt.sha256",
         log:
             f"resources/logs/{_family.name}/{{key}}.log",
-        benchmark:
-            f"resources/benchmarks/{_family.name}/{{key}}.tsv"
         wildcard_constraints:
             key=alternation(artefact_keys(_family.name)),
         conda:

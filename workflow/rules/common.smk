@@ -6,6 +6,7 @@ import json
 import math
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import yaml
@@ -193,6 +194,16 @@ def stop_forkserver():
     server = FORKSERVER.pop("process", None)
     if server is not None:
         stop_server(server)
+
+
+def cancel_reselection_timers():
+    """Cancel Snakemake's pending re-selections: after each job selection it starts a
+    threading.Timer that selects again once the job-rate window (profiles/default: a minute)
+    has passed. At the workflow's end none has anything left to select, but Python waits for
+    each before the process exits."""
+    for thread in threading.enumerate():
+        if type(thread) is threading.Timer:
+            thread.cancel()
 
 
 ITEMS = EXP.items

@@ -17,8 +17,6 @@ rule calibrate:
         model="results/{scale}/calibrations/{run_id}/{calibration_key}/model.pt",
     log:
         "results/{scale}/logs/calibrate/{run_id}/{calibration_key}.log",
-    benchmark:
-        "results/{scale}/benchmarks/calibrate/{run_id}/{calibration_key}.tsv"
     wildcard_constraints:
         calibration_key=rf"({alternation(POSTHOC_METHODS)})-[0-9a-f]{{8}}",
     conda:

@@ -2,6 +2,12 @@
 # several tables, or by two papers, names the same run id and trains once. Checkpoints live in
 # results/<scale>/ckpt/<run_id>/, outside the declared outputs, so a killed or failed job
 # resumes from its last checkpoint instead of starting over.
+#
+# No `benchmark:` here, nor on the calibration and artefact jobs: a job's shell only asks the
+# fork server (fedhet.forkserver) to run it, so a benchmark would time that thin client (its memory,
+# its CPU), and Snakemake samples it through /proc twice a second for its first 15 s, which costs
+# its own process about 0.1 s a job. A run's seconds are in its metrics.jsonl (`seconds`,
+# `round_seconds`) and final.json (`mean_step_seconds`).
 
 
 rule train:
@@ -14,8 +20,6 @@ rule train:
         model="results/{scale}/runs/{run_id}/model.pt",
     log:
         "results/{scale}/logs/train/{run_id}.log",
-    benchmark:
-        "results/{scale}/benchmarks/train/{run_id}.tsv"
     conda:
         "../../envs/fedhet.yaml"
     threads: RES["threads"]
