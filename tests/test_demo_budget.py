@@ -39,7 +39,21 @@ version the 29-minute figures were measured on (ee21fa9), run on this machine th
 its first 27 training jobs, took as long job by job (763 job-seconds there, 698 here for the
 same runs, median ratio 1.02; one FedLGD-family run among them distilled its own copy there): the
 code is not slower, this machine is, and the demo's training work has to shrink (run ids
-change) for the demo to fit here.
+change) for the demo to fit here. This machine's CPU is of the first Zen generation (cpu family
+23, model 1), whose vector units do 256-bit AVX2 in two halves.
+
+The Snakemake process's share, before and after dee7f54 (same machine, fresh clones, the whole
+demo, `ps -o times` of the process every 5 s): 198 CPU-seconds in 66 minutes before (2.5 % of
+the two cores; 1 CPU-second a minute at the start, 4.4 at the end), 36 CPU-seconds in 60 minutes
+after (0.5 %; 0.2 to 1.0 a minute). py-spy over the first 9 minutes (25 samples a second, waits
+left out): before, 7.6 CPU-seconds, 57 % of them the benchmark timers' /proc sampling (psutil
+`children`/`ppid_map`, `memory_full_info`); after, 1.9 CPU-seconds, mostly starting jobs
+(Snakemake's async storage step 30 %, the executor 23 %, printing the job 13 %) and the job
+selector (17 %). The job-rate window's re-selections grew with every finished job
+(each leaves a timer that re-selects once per window while jobs wait); a one-minute window fires
+them a sixth as often as the 10 s one, and the training jobs lost their `benchmark:`. The
+demo's cores were busy 99.7 % of its 60 minutes, 89 % of it in training jobs (6,376
+job-seconds), so scheduling has nothing left to give.
 """
 
 from __future__ import annotations
