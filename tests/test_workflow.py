@@ -34,12 +34,12 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
-def snakemake(cwd: Path, *args: str, env=None, check: bool = True):
+def snakemake(cwd: Path, *args: str, env=None, check: bool = True, timeout: float = 3600):
     # `python -m snakemake`, not the `snakemake` script: a pyenv shim would put its own bin
     # folder, with the real `fedhet`, ahead of the fake's on the jobs' PATH
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=3600,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -162,16 +162,21 @@ def fake_workflow(tmp: Path) -> dict[str, str]:
     return env
 
 
+def one_run_target() -> str:
+    """The final.json of one demo training run (VHL Table 8's first), a target of one job."""
+    from fedhet.experiments import load_experiment
+
+    exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
+    return f"results/demo/runs/{exp.items['vhl_t8'].run_ids()[0]}/final.json"
+
+
 def test_local_jobs_ask_for_no_gpu_on_a_machine_without_one(tmp_path):
     """A training job run here, on a machine that shows no GPU, asks for gpu=0 (it runs on the
     CPU); a dry run and $FEDHET_JOB_GPUS show what a cluster job asks for (the scale's 1)."""
-    from fedhet.experiments import load_experiment
-
     env = fake_workflow(tmp_path)
     env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU, whatever this machine has
     env.pop("FEDHET_JOB_GPUS", None)
-    exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
-    target = f"results/demo/runs/{exp.items['vhl_t8'].run_ids()[0]}/final.json"
+    target = one_run_target()
 
     def asked(*args: str, **extra: str) -> list[str]:
         proc = snakemake(tmp_path, "--cores", "1", "--force", target, *args, env={**env, **extra})
@@ -187,17 +192,10 @@ def test_a_run_exits_without_waiting_out_the_job_rate_window(tmp_path):
     window has passed (profiles/default); the Snakefile cancels those still pending when the
     workflow ends, so even with an hour's window the process exits once its jobs are done
     (without that it would wait out the hour, far past this test's timeout)."""
-    from fedhet.experiments import load_experiment
-
     env = fake_workflow(tmp_path)
-    exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
-    target = f"results/demo/runs/{exp.items['vhl_t8'].run_ids()[0]}/final.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "1", "--max-jobs-per-timespan",
-         "100000/1h", target],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    target = one_run_target()
+    snakemake(tmp_path, "--cores", "1", "--max-jobs-per-timespan", "100000/1h", target, env=env,
+              timeout=600)
     assert (tmp_path / target).is_file()
 
 

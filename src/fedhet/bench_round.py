@@ -42,6 +42,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fedhet import atomic
 from fedhet.analysis.cost import flops_per_image
 from fedhet.config import resolve_run
 from fedhet.data.core import FedData
@@ -292,10 +293,7 @@ def profile(one_round: Callable[[], None], device: torch.device, path: Path) -> 
     line = (f"profiled round {seconds:.3f} s (under the profiler), "
             f"{'kernels' if cuda else 'operators'} {busy:.3f} s: "
             f"{'device' if cuda else 'CPU'} busy {100 * busy / seconds:.0f} %")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")  # no half-written profile under its name
-    partial.write_text(line + "\n\n" + events.table(sort_by=key, row_limit=30) + "\n")
-    partial.replace(path)
+    atomic.write_text(path, line + "\n\n" + events.table(sort_by=key, row_limit=30) + "\n")
     return line
 
 
