@@ -54,6 +54,17 @@ selector (17 %). The job-rate window's re-selections grew with every finished jo
 them a sixth as often as the 10 s one, and the training jobs lost their `benchmark:`. The
 demo's cores were busy 99.7 % of its 60 minutes, 89 % of it in training jobs (6,376
 job-seconds), so scheduling has nothing left to give.
+
+On a Zen 3 AMD EPYC (cpu family 25, model 1, AVX2), a fresh clone of d915452: 3,164 s (53
+min), 541 jobs, the Snakemake process 40 CPU-seconds (0.6 % of the two cores), cores busy 99.7
+%, the training jobs 5,466 job-seconds (87 %). Of the training jobs' own seconds 13 % go to
+evaluation and metrics (Local-only scores ten client models on ten rotated test sets: 80 % of
+its run) and the rest to local training. The DAG's first 197 jobs, on two pinned cores of an
+Intel Xeon with AVX-512 (family 6, model 207; GPU hidden), took 0.564 of their job-seconds
+here (`fedhet timing LOG --against OTHER_LOG`): about 29.5 minutes for the demo there. The
+29m17s run of ee21fa9, whose Snakemake process took 599 of its 3,514 CPU-seconds, left its jobs
+about 2,900: with the 40 CPU-seconds Snakemake takes now, that machine would run the demo in
+about 25 minutes, if its jobs took as long as then.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`fedhet` command line: train, prepare-data, partition, evaluate, run-id, bench, cost,
-methods.
+methods, timing.
 
 Heavy imports (torch, torchvision) happen inside the commands, so `fedhet --help` and the
 torch-free commands stay fast.
@@ -164,6 +164,17 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return cost_main(args)
 
 
+def cmd_timing(args: argparse.Namespace) -> int:
+    """Where a workflow run's time went, from Snakemake's log (fedhet.joblog)."""
+    from fedhet import joblog
+
+    here = joblog.load(args.log)
+    print(joblog.summary(here, args.cores))
+    if args.against:
+        print(joblog.comparison(here, joblog.load(args.against), args.against))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedhet", description="Federated learning under data heterogeneity, reproducibly."
@@ -287,6 +298,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default=".", help="repository root (holds config/)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=cmd_cost)
+
+    p = sub.add_parser("timing", help="where a workflow run's time went, from Snakemake's log",
+                       description="Jobs, wall time, job-seconds per rule and how busy the cores "
+                       "were, read from a Snakemake log (.snakemake/log/*.snakemake.log); with "
+                       "--against, the same DAG's log from another machine or version, job for "
+                       "job (only the jobs both finished).")
+    p.add_argument("log", help="a Snakemake run's log")
+    p.add_argument("--against", metavar="LOG", help="another run's log of the same DAG")
+    p.add_argument("--cores", type=int,
+                   help="cores the run had (default: the log's 'Provided cores')")
+    p.set_defaults(func=cmd_timing)
 
     from fedhet.posthoc.cli import add_subcommands as add_posthoc_subcommands
 
