@@ -46,6 +46,10 @@ def test_a_log_reads_back_into_its_finished_jobs():
     assert "3 jobs finished in 110 s" in text and "1 jobs started and did not finish" in text
     assert f"cores busy {100 * 120 / 220:.1f} % of 2" in text
 
+    quick = joblog.read_log(log(train_s=0, table_s=0))  # stamped to the second: 0 s jobs
+    assert sum(j.seconds for j in quick.jobs) == 0
+    assert "0 job-seconds" in joblog.summary(quick)
+
 
 def test_two_runs_compare_job_for_job_over_the_jobs_both_finished():
     here, there = joblog.read_log(log(90, 30)), joblog.read_log(log(45, 30))

@@ -431,3 +431,37 @@ def test_a_scale_from_the_command_line_is_blamed_there(workdir):
                      check=False)
     assert proc.returncode != 0
     assert "--config scale=big: unknown scale 'big'" in proc.stdout + proc.stderr
+
+
+def demo_timing(cwd: Path, *args: str, env: dict[str, str], timeout: float = 600):
+    return subprocess.run(["bash", str(ROOT / "ci" / "demo-timing.sh"), *args], cwd=cwd,
+                          env={**env, "PYTHON": sys.executable}, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_demo_timing_reports_the_run_from_its_log(tmp_path):
+    """ci/demo-timing.sh runs the targets, then prints the machine, Snakemake's exit status and
+    `fedhet timing` of the run's own log."""
+    env = fake_workflow(tmp_path)
+    target = one_run_target()
+    proc = demo_timing(tmp_path, "--cores", "1", "--out", "timing", "--", target, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = (tmp_path / "timing" / "summary.txt").read_text()
+    assert "run on 1 cores" in summary and "exit status 0 after" in summary
+    assert re.search(r"^  train\s+1\s", summary, re.M), summary
+    assert (tmp_path / "timing" / "snakemake.log").is_file()
+    assert (tmp_path / target).is_file()
+
+
+def test_demo_timing_cut_short_stops_snakemake_and_reports_the_jobs_left(tmp_path):
+    """--seconds stops Snakemake itself (SIGINT reaches it: it runs in the script's foreground),
+    not only after its jobs end: the fake training job would take two minutes."""
+    env = {**fake_workflow(tmp_path), "FAKE_FEDHET_SECONDS": "120"}
+    target = one_run_target()
+    proc = demo_timing(tmp_path, "--cores", "1", "--seconds", "20", "--out", "timing", "--",
+                       target, env=env, timeout=110)
+    summary = (tmp_path / "timing" / "summary.txt").read_text()
+    assert proc.returncode == 124, summary
+    assert "did not finish" in summary, summary
+    assert not (tmp_path / target).exists()
+    assert demo_timing(tmp_path, "--cores", "two", env=env).returncode == 2

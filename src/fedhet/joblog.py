@@ -104,7 +104,8 @@ def summary(run: RunLog, cores: int | None = None) -> str:
         lines.append(f"{run.unfinished} jobs started and did not finish")
     lines.append(f"  {'rule':<22}{'jobs':>6}{'job-s':>10}{'share':>9}")
     for rule, (n, secs) in by_rule(run.jobs).items():
-        lines.append(f"  {rule:<22}{n:>6}{secs:>10,.0f}{100 * secs / total:>8.1f}%")
+        share = f"{100 * secs / total:>8.1f}%" if total else f"{'-':>9}"
+        lines.append(f"  {rule:<22}{n:>6}{secs:>10,.0f}{share}")
     return "\n".join(lines)
 
 
