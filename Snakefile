@@ -77,12 +77,11 @@ onstart:
     start_forkserver()
 
 
-# At the end, Snakemake's pending re-selections are cancelled so that the process exits at once.
+# At the end the fork server stops (common.smk also cancels Snakemake's pending re-selections
+# at exit, so that the process exits at once, even when interrupted).
 onsuccess:
     stop_forkserver()
-    cancel_reselection_timers()
 
 
 onerror:
     stop_forkserver()
-    cancel_reselection_timers()

@@ -57,7 +57,7 @@ start=$SECONDS
 : >"$out/snakemake-cpu.tsv"
 (
   while sleep 5; do
-    sm=$(pgrep -f -n "^[^ ]*python[^ ]* -m snakemake --cores $cores ")
+    sm=$(pgrep -f -n "^[^ ]*python[^ ]* -m snakemake --cores $cores( |$)")
     [ -n "$sm" ] && echo -e "$((SECONDS - start))\t$(ps -o times= -p "$sm" | tr -d ' ')" \
       >>"$out/snakemake-cpu.tsv"
   done

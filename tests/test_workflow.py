@@ -455,11 +455,13 @@ def test_demo_timing_reports_the_run_from_its_log(tmp_path):
 
 def test_demo_timing_cut_short_stops_snakemake_and_reports_the_jobs_left(tmp_path):
     """--seconds stops Snakemake itself (SIGINT reaches it: it runs in the script's foreground),
-    not only after its jobs end: the fake training job would take two minutes."""
+    not only after its jobs end (the fake training job would take two minutes), and the
+    interrupted process exits without waiting out the job-rate window's pending re-selections
+    (an hour here; Ctrl-C runs neither onsuccess nor onerror)."""
     env = {**fake_workflow(tmp_path), "FAKE_FEDHET_SECONDS": "120"}
     target = one_run_target()
     proc = demo_timing(tmp_path, "--cores", "1", "--seconds", "20", "--out", "timing", "--",
-                       target, env=env, timeout=110)
+                       "--max-jobs-per-timespan", "100000/1h", target, env=env, timeout=110)
     summary = (tmp_path / "timing" / "summary.txt").read_text()
     assert proc.returncode == 124, summary
     assert "did not finish" in summary, summary

@@ -206,6 +206,12 @@ def cancel_reselection_timers():
             thread.cancel()
 
 
+# At the process's exit, however the workflow ended (done, failed, or interrupted: Ctrl-C runs
+# neither onsuccess nor onerror): Python calls these before it waits for the threads still
+# running (threading._register_atexit, the hook concurrent.futures uses for the same reason).
+threading._register_atexit(cancel_reselection_timers)
+
+
 ITEMS = EXP.items
 TABLE_IDS = sorted({i.id for i in ITEMS.values() if not i.is_figure})
 FIGURE_IDS = sorted({i.id for i in ITEMS.values() if i.is_figure})
