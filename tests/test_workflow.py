@@ -189,8 +189,8 @@ def test_local_jobs_ask_for_no_gpu_on_a_machine_without_one(tmp_path):
 
 def test_a_run_exits_without_waiting_out_the_job_rate_window(tmp_path):
     """After each job selection Snakemake starts a timer that selects again once the job-rate
-    window has passed (profiles/default); the Snakefile cancels those still pending when the
-    workflow ends, so even with an hour's window the process exits once its jobs are done
+    window has passed (profiles/default); the workflow cancels those still pending when the
+    process exits, so even with an hour's window the process exits once its jobs are done
     (without that it would wait out the hour, far past this test's timeout)."""
     env = fake_workflow(tmp_path)
     target = one_run_target()
