@@ -52,7 +52,8 @@ limit=()
     "run on ${cores} cores${pin:+, pinned to CPUs $cpus}; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 } | tee "$out/summary.txt"
 
-before=$(ls .snakemake/log/*.snakemake.log 2>/dev/null | wc -l)
+newest() { ls -t .snakemake/log/*.snakemake.log 2>/dev/null | head -1; }
+before=$(newest)
 start=$SECONDS
 : >"$out/snakemake-cpu.tsv"
 (
@@ -71,10 +72,8 @@ rc=$?
 kill "$sampler" 2>/dev/null
 wall=$((SECONDS - start))
 
-log=$(ls -t .snakemake/log/*.snakemake.log 2>/dev/null | head -1)
-if [ "$(ls .snakemake/log/*.snakemake.log 2>/dev/null | wc -l)" -le "$before" ]; then
-  log=""
-fi
+log=$(newest)
+[ "$log" = "$before" ] && log="" # this run wrote none
 {
   echo "exit status $rc after $wall s; the Snakemake process's own CPU:" \
     "$(tail -1 "$out/snakemake-cpu.tsv" | cut -f2 | grep . || echo '?') s (last sample)"

@@ -53,7 +53,7 @@ def test_a_log_reads_back_into_its_finished_jobs():
 
 def test_two_runs_compare_job_for_job_over_the_jobs_both_finished():
     here, there = joblog.read_log(log(90, 30)), joblog.read_log(log(45, 30))
-    table = joblog.ratios(here, there)
+    table = joblog.ratios(joblog.matched(here, there))
     assert table == {"train": (1, 90.0, 45.0), "table": (1, 30.0, 30.0), "all": (1, 0.0, 0.0)}
     text = joblog.comparison(here, there, "fast.log")
     assert f"(×{75 / 120:.3f})" in text
@@ -61,7 +61,7 @@ def test_two_runs_compare_job_for_job_over_the_jobs_both_finished():
     assert "median ratio of the 2 jobs of 5 s or more: 0.750" in text  # (0.5 + 1.0) / 2
 
     cut = joblog.read_log(log(45, 30).replace("Finished jobid: 7", "Finished jobid: 99"))
-    assert "train" not in joblog.ratios(here, cut)  # the cut run's train job is left out
+    assert "train" not in joblog.ratios(joblog.matched(here, cut))  # the cut run's train job is left out
     assert "against cut.log: 2 jobs finished in both" in joblog.comparison(here, cut, "cut.log")
 
 

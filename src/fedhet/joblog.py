@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -83,13 +83,20 @@ def load(path: str | Path) -> RunLog:
         ) from None
 
 
+def _per_rule(rows: Iterable[tuple[str, tuple[float, ...]]]) -> dict[str, tuple]:
+    """(rule, values) rows summed per rule: (rows, *sums), the largest first sum first."""
+    sums: dict[str, list[float]] = {}
+    for rule, values in rows:
+        row = sums.setdefault(rule, [0] + [0.0] * len(values))
+        row[0] += 1
+        for i, v in enumerate(values, 1):
+            row[i] += v
+    return {r: (int(n), *rest) for r, (n, *rest) in sorted(sums.items(), key=lambda kv: -kv[1][1])}
+
+
 def by_rule(jobs: list[Job]) -> dict[str, tuple[int, float]]:
     """Jobs and job-seconds per rule, the largest first."""
-    sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    for job in jobs:
-        sums[job.rule][0] += 1
-        sums[job.rule][1] += job.seconds
-    return {r: (int(n), s) for r, (n, s) in sorted(sums.items(), key=lambda kv: -kv[1][1])}
+    return _per_rule((job.rule, (job.seconds,)) for job in jobs)
 
 
 def summary(run: RunLog, cores: int | None = None) -> str:
@@ -109,30 +116,28 @@ def summary(run: RunLog, cores: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def ratios(here: RunLog, there: RunLog) -> dict[str, tuple[int, float, float]]:
-    """Per rule, over the jobs both runs finished: jobs, job-seconds here, job-seconds there
-    (the rule with the most job-seconds here first)."""
+def matched(here: RunLog, there: RunLog) -> list[tuple[Job, float]]:
+    """The jobs of `here` that `there` finished too, each with its seconds there."""
     theirs = {j.key: j.seconds for j in there.jobs}
-    out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    for job in here.jobs:
-        if job.key in theirs:
-            row = out[job.rule]
-            row[0] += 1
-            row[1] += job.seconds
-            row[2] += theirs[job.key]
-    return {r: (int(n), a, b) for r, (n, a, b) in sorted(out.items(), key=lambda kv: -kv[1][1])}
+    return [(job, theirs[job.key]) for job in here.jobs if job.key in theirs]
+
+
+def ratios(pairs: list[tuple[Job, float]]) -> dict[str, tuple[int, float, float]]:
+    """Per rule, over `matched` jobs: jobs, job-seconds here, job-seconds there (the rule with
+    the most job-seconds here first)."""
+    return _per_rule((job.rule, (job.seconds, secs)) for job, secs in pairs)
 
 
 def comparison(here: RunLog, there: RunLog, label: str) -> str:
     """Job for job, `there` against `here`: the ratio of their job-seconds per rule and in all,
     the median ratio of the jobs of 5 s or more here, and the wall time `here` would take if
     all its jobs went at that ratio."""
-    table = ratios(here, there)
+    pairs = matched(here, there)
+    table = ratios(pairs)
     n, a, b = (sum(row[i] for row in table.values()) for i in range(3))
     if not a:
         return f"against {label}: no job of a second or more finished in both runs"
-    theirs = {j.key: j.seconds for j in there.jobs}
-    long = [theirs[j.key] / j.seconds for j in here.jobs if j.key in theirs and j.seconds >= 5]
+    long = [secs / job.seconds for job, secs in pairs if job.seconds >= 5]
     median = f"; median ratio of the {len(long)} jobs of 5 s or more: " \
              f"{statistics.median(long):.3f}" if long else ""
     lines = [f"against {label}: {n} jobs finished in both; their job-seconds {a:,.0f} here, "
