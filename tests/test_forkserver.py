@@ -122,6 +122,47 @@ def test_a_run_through_the_server_is_the_run_in_its_own_process(tmp_path, server
     assert bad.returncode == 2 and "missing.yaml" in bad.stderr
 
 
+# A workflow script as the workflow's are written: handed to the server first, its stderr then
+# pointed at a log file that it closes before it ends.
+SCRIPT = """
+import os
+import sys
+from pathlib import Path
+
+from fedhet.forkclient import run_script_on_server
+
+run_script_on_server(sys.argv[0])
+preloaded = "seaborn" in sys.modules  # only the server has imported it before the script
+print("to stdout")
+print("to stderr", file=sys.stderr)
+with open(Path(__file__).with_suffix(".log"), "w") as log:
+    sys.stderr = log
+    print(f"preloaded {preloaded}, run as {__name__}", file=sys.stderr)
+sys.exit(int(os.environ["SCRIPT_EXIT"]))
+"""
+
+
+def test_a_workflow_script_runs_on_the_server_as_it_would_alone(tmp_path, server):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+
+    def run(address: str | None, code: int) -> subprocess.CompletedProcess:
+        env = {**os.environ, "SCRIPT_EXIT": str(code)}
+        env.pop(forkclient.ENV, None)
+        if address is not None:
+            env[forkclient.ENV] = address
+        return subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                              text=True)
+
+    for address, preloaded in ((server, True), (None, False)):
+        done = run(address, 0)
+        assert done.returncode == 0, done.stderr
+        assert (done.stdout, done.stderr) == ("to stdout\n", "to stderr\n")
+        log = script.with_suffix(".log").read_text()
+        assert log == f"preloaded {preloaded}, run as __main__\n"
+        assert run(address, 3).returncode == 3
+
+
 def test_a_killed_job_takes_its_worker_with_it(tmp_path, server):
     pid = forkclient.parse_address(server)[0]
     job = long_job(tmp_path, server)

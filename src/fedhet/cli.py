@@ -175,6 +175,20 @@ def cmd_timing(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run_script(args: argparse.Namespace) -> int:
+    """Run a workflow script in this process, as `python SCRIPT` would (the fork server runs
+    Snakemake's `script:` jobs so, with the plotting libraries already imported)."""
+    import runpy
+
+    sys.argv = [args.script]
+    streams = sys.stdout, sys.stderr
+    try:
+        runpy.run_path(args.script, run_name="__main__")
+    finally:  # a script may point them at a log file it has closed since
+        sys.stdout, sys.stderr = streams
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedhet", description="Federated learning under data heterogeneity, reproducibly."
@@ -309,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cores", type=int,
                    help="cores the run had (default: the log's 'Provided cores')")
     p.set_defaults(func=cmd_timing)
+
+    p = sub.add_parser("run-script", help="run a workflow script (a Snakemake `script:` job's "
+                       "file) in this process, as `python SCRIPT` would")
+    p.add_argument("script", help="the script file")
+    p.set_defaults(func=cmd_run_script)
 
     from fedhet.posthoc.cli import add_subcommands as add_posthoc_subcommands
 

@@ -5,10 +5,14 @@ and HTML pages (fedhet.analysis.challenger, fedhet.analysis.leaderboard)."""
 import sys
 from pathlib import Path
 
-from fedhet import atomic
-from fedhet import tables as T
-from fedhet.analysis import leaderboard as L
-from fedhet.analysis.challenger import results_frame, run_costs
+from fedhet.forkclient import run_script_on_server
+
+run_script_on_server(sys.argv[0])  # on the workflow's fork server, when one runs this job
+
+from fedhet import atomic  # noqa: E402
+from fedhet import tables as T  # noqa: E402
+from fedhet.analysis import leaderboard as L  # noqa: E402
+from fedhet.analysis.challenger import results_frame, run_costs  # noqa: E402
 
 
 def main(sm) -> None:

@@ -3,7 +3,11 @@
 import sys
 from pathlib import Path
 
-from fedhet import tables as T
+from fedhet.forkclient import run_script_on_server
+
+run_script_on_server(sys.argv[0])  # on the workflow's fork server, when one runs this job
+
+from fedhet import tables as T  # noqa: E402
 
 
 def main(sm) -> None:

@@ -5,11 +5,15 @@ report shows first (fedhet.tables.scorecard)."""
 import sys
 from pathlib import Path
 
-import pandas as pd
+from fedhet.forkclient import run_script_on_server
 
-from fedhet import atomic
-from fedhet import tables as T
-from fedhet.tables import scorecard as S
+run_script_on_server(sys.argv[0])  # on the workflow's fork server, when one runs this job
+
+import pandas as pd  # noqa: E402
+
+from fedhet import atomic  # noqa: E402
+from fedhet import tables as T  # noqa: E402
+from fedhet.tables import scorecard as S  # noqa: E402
 
 COLUMNS = ["paper", "claim", "scale", "seeds", "result", "scope", "ours", "in_paper", "require"]
 

@@ -5,7 +5,11 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
+from fedhet.forkclient import run_script_on_server
+
+run_script_on_server(sys.argv[0])  # on the workflow's fork server, when one runs this job
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -14,7 +14,11 @@ and the partition from `<datasets>/../partitions` (resources/datasets, resources
 import sys
 from pathlib import Path
 
-import matplotlib
+from fedhet.forkclient import run_script_on_server
+
+run_script_on_server(sys.argv[0])  # on the workflow's fork server, when one runs this job
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
