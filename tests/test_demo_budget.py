@@ -65,6 +65,13 @@ here (`fedhet timing LOG --against OTHER_LOG`): about 29.5 minutes for the demo 
 29m17s run of ee21fa9, whose Snakemake process took 599 of its 3,514 CPU-seconds, left its jobs
 about 2,900: with the 40 CPU-seconds Snakemake takes now, that machine would run the demo in
 about 25 minutes, if its jobs took as long as then.
+
+The same Zen 3 machine, a fresh clone of 4c82745 (the table and figure scripts run on the fork
+server): 2,765 s (46 min), 541 jobs, rc 0, the Snakemake process 36 CPU-seconds. Job for job
+against the d915452 run: figures 146 -> 50 job-seconds, tables 58 -> 26, analysis figures 168
+-> 127 (about 85 s of wall time saved by the change); the training jobs, whose code did not
+change, took 4,847 job-seconds against 5,466 (x1.13): the machine was faster that day, and the
+rest of the 6.3 minutes is that, not the code.
 """
 
 from __future__ import annotations

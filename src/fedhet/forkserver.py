@@ -2,7 +2,7 @@
 already imported torch, instead of importing it again (about 1.5 CPU-seconds per job, a fifth
 of a demo training job). The workflow's table and figure scripts hand themselves to it as
 `fedhet run-script` (`forkclient.run_script_on_server`): pandas, matplotlib and seaborn are
-imported there already (a figure job's 3.9 s become 1.6 s).
+imported there already (a demo figure job's 3.9 s become about 1.5 s).
 
 The workflow starts `python -m fedhet.forkserver` when it runs jobs on this machine
 (`fedhet.forkclient.start_server`) and sets `FEDHET_FORKSERVER` to `<server pid>:<socket>` for
