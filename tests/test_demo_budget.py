@@ -71,7 +71,11 @@ server): 2,765 s (46 min), 541 jobs, rc 0, the Snakemake process 36 CPU-seconds.
 against the d915452 run: figures 146 -> 50 job-seconds, tables 58 -> 26, analysis figures 168
 -> 127 (about 85 s of wall time saved by the change); the training jobs, whose code did not
 change, took 4,847 job-seconds against 5,466 (x1.13): the machine was faster that day, and the
-rest of the 6.3 minutes is that, not the code.
+rest of the 6.3 minutes is that, not the code. The whole demo of 4c82745 on all 16 cores of
+the Intel Xeon above (one thread a job, GPU hidden): 541 jobs in 223 s, 3,087 job-seconds (0.57
+of the Zen 3's that day, 0.49 of d915452's), which makes 26 minutes on two of its cores; its
+first 197 jobs took 0.521 of d915452's Zen 3 seconds among 16, and 0.564 on 2 pinned cores, so
+27.9 minutes if all of its jobs are as much slower on 2 cores. Both are projections.
 """
 
 from __future__ import annotations
