@@ -73,9 +73,9 @@ against the d915452 run: figures 146 -> 50 job-seconds, tables 58 -> 26, analysi
 change, took 4,847 job-seconds against 5,466 (x1.13): the machine was faster that day, and the
 rest of the 6.3 minutes is that, not the code. The whole demo of 4c82745 on all 16 cores of
 the Intel Xeon above (one thread a job, GPU hidden): 541 jobs in 223 s, 3,087 job-seconds (0.57
-of the Zen 3's that day, 0.49 of d915452's), which makes 26 minutes on two of its cores; its
-first 197 jobs took 0.521 of d915452's Zen 3 seconds among 16, and 0.564 on 2 pinned cores, so
-27.9 minutes if all of its jobs are as much slower on 2 cores. Both are projections.
+of the Zen 3's that day, 0.49 of d915452's). The same machine's first 162 jobs on 2 pinned
+cores (cut after 437 s): 873 job-seconds against 817 among 16 (x1.07; training jobs x1.12),
+so the demo would take 27.5 to 28.5 minutes on two of its cores: a projection, not a run.
 """
 
 from __future__ import annotations
