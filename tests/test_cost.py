@@ -251,6 +251,45 @@ def test_throughput_file_gives_each_model_its_measured_rate(tmp_path):
     assert cost.gpu_hours == pytest.approx(seconds / 3600, rel=1e-12)
 
 
+# as ci/gpu-check.sh writes them: modes with speed flags, a model named, figures null where the
+# part measured none
+CHECK_RECORDS = [
+    {"mode": "bf16+channels_last+cudnn_benchmark", "model": "resnet18", "tflops": 44.0},
+    {"mode": "bf16", "model": "resnet18", "tflops": 30.0},
+    {"mode": "tf32", "model": "resnet18", "tflops": 40.0},
+    {"mode": "tf32+channels_last", "model": "resnet18", "tflops": 41.0},
+    {"mode": "bf16+channels_last+cudnn_benchmark", "model": None, "what": "reference loop",
+     "tflops": 50.0},
+    {"mode": "default", "model": "convnet", "tflops": None, "what": "real data, 3 rounds"},
+    {"mode": "-", "model": None, "what": "pytest -m gpu", "tflops": None},
+]
+
+
+@pytest.mark.parametrize(("mode", "tflops"), [
+    (None, 44.0),
+    ("bf16", 44.0),  # a precision: the fastest record in it, whatever its flags
+    ("tf32", 41.0),
+    ("bf16+channels_last+cudnn_benchmark", 44.0),  # a whole mode: only that mode
+    ("bf16+cudnn_benchmark+channels_last", 44.0),
+    ("tf32+channels_last", 41.0),
+])
+def test_mode_picks_the_fastest_record_in_a_precision_or_a_whole_mode(tmp_path, mode, tflops):
+    rates = S.load_throughput(_write(tmp_path / "gpu-check.json", CHECK_RECORDS), mode)
+    assert list(rates) == ["resnet18"]  # the reference loop and the untimed run count for none
+    assert rates["resnet18"].tflops == tflops
+
+
+def test_a_mode_no_record_is_in_is_refused_naming_the_file_s_modes(tmp_path):
+    path = _write(tmp_path / "gpu-check.json", CHECK_RECORDS)
+    with pytest.raises(S.ThroughputFileError, match="no usable record in mode 'fp32'") as err:
+        S.load_throughput(path, "fp32")
+    assert "bf16+channels_last+cudnn_benchmark, default, tf32" in str(err.value)
+    with pytest.raises(S.ThroughputFileError, match=r"in mode 'tf32\+cudnn_benchmark'"):
+        S.load_throughput(path, "tf32+cudnn_benchmark")
+    with pytest.raises(ValueError, match="unknown mode 'fp16'; valid: one of default"):
+        S.load_throughput(path, "fp16")
+
+
 @pytest.mark.parametrize(("content", "match"), [
     ("{not json", "not valid JSON"),
     ({"what": "paper round resnet18"}, "a list of records"),
@@ -278,6 +317,10 @@ def test_cost_command_bad_input(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert cli_main(["cost", "--scale", "demo", "--root", str(ROOT), "--mode", "bf16"]) == 2
     assert "give --throughput FILE too" in capsys.readouterr().err
+    good = _write(tmp_path / "gpu-check.json", CHECK_RECORDS)
+    assert cli_main(["cost", "--scale", "demo", "--root", str(ROOT), "--throughput", str(good),
+                     "--mode", "fp16"]) == 2
+    assert "unknown mode 'fp16'" in capsys.readouterr().err
 
 
 def test_cost_table_lists_papers_total_throughput_sizes_and_what_is_left_out(tmp_path):

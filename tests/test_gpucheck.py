@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +22,8 @@ from fedhet.bench_round import (
     bench_modes,
     client_indices,
 )
+from fedhet.analysis.scale_cost import DEFAULT_THROUGHPUT
+from fedhet.cli import main as cli_main
 from fedhet.gpucheck import parts
 from fedhet.gpucheck.records import (
     FIELDS,
@@ -26,6 +32,9 @@ from fedhet.gpucheck.records import (
     read_records,
     summary,
 )
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _record(what="paper round: engine", ok=True, **figures):
@@ -45,7 +54,8 @@ def test_a_record_turns_seconds_into_rates():
 def test_records_are_appended_one_by_one_and_summarised(tmp_path):
     path = tmp_path / "gpu-check.json"
     assert read_records(path) == []
-    first = _record(seconds=1.5, images=3000, flops_per_image=1e9, note="stacked")
+    first = _record(seconds=1.5, images=3000, flops_per_image=1e9, note="stacked",
+                    model="resnet18")
     append_record(path, first)
     assert json.loads(path.read_text()) == [first]  # complete after each record
     append_record(path, _record("pytest -m gpu", ok=False, note="1 failed, 3 passed"))
@@ -55,6 +65,7 @@ def test_records_are_appended_one_by_one_and_summarised(tmp_path):
     table = summary(records)
     assert "device NVIDIA H100 | torch 2.11.0" in table
     assert "2,000" in table and "1.500" in table  # images/s, s/round
+    assert table.splitlines()[2].split()[3:5] == ["bf16", "resnet18"]  # mode, model
     assert "NO" in table and "1 failed, 3 passed" in table
     assert table.splitlines()[-1] == "2 measurements, 1 failed"
 
@@ -67,6 +78,8 @@ def test_bad_records_and_files_are_refused_without_touching_the_file(tmp_path):
         append_record(path, {k: v for k, v in _record().items() if k != "note"})
     with pytest.raises(ValueError, match="s_per_round must be a finite number"):
         append_record(path, {**_record(), "s_per_round": math.nan})
+    with pytest.raises(ValueError, match="model must be a model's name or null"):
+        append_record(path, {**_record(), "model": 18})
     with pytest.raises(ValueError, match="ok must be true or false"):
         append_record(path, {**_record(), "ok": "yes"})
     assert path.read_text() == before
@@ -184,3 +197,40 @@ def test_the_real_data_run_is_the_small_scale_fmnist_cell():
     assert run_id(run) == rid
     with pytest.raises(ValueError, match="0 runs match"):
         parts.cell_run(cell["target"], cell["scale"], {**cell["where"], "setting": "a9"})
+
+
+def _cost(capsys, *args: str) -> dict:
+    """`fedhet cost --scale paper --json ARGS`, its JSON."""
+    assert cli_main(["cost", "--scale", "paper", "--root", str(ROOT), "--json", *args]) == 0, \
+        capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+# the check's tests part runs pytest in the repository
+@pytest.mark.repo_state
+def test_the_cost_of_a_scale_from_the_check_s_own_records(tmp_path, capsys):
+    """`ci/gpu-check.sh --cpu` then `fedhet cost --throughput` on what it wrote: the model the
+    paper round trained costs at its measured throughput, the fastest record's, or the fastest
+    in the precision `--mode` names; every other model at the assumed default."""
+    out = tmp_path / "gpu-check.json"
+    check = subprocess.run(["bash", str(ROOT / "ci" / "gpu-check.sh"), "--cpu", "--out", str(out),
+                            "--work", str(tmp_path / "work")],
+                           env={**os.environ, "PYTHON": sys.executable},
+                           capture_output=True, text=True, timeout=600)
+    # 1 where no Fashion-MNIST is installed: the real-data run's record then says so
+    assert check.returncode in (0, 1), check.stdout + check.stderr
+    costs = {mode: _cost(capsys, "--throughput", str(out), *(["--mode", mode] if mode else []))
+             for mode in (None, "bf16")}
+    records = read_records(out)
+    engine = [r for r in records if r["what"].startswith("paper round: engine")]
+    assert engine and all(r["ok"] and r["model"] == "resnet18" for r in engine)
+    assert [r["model"] for r in records if r["what"] == "paper round: reference loop"] == \
+        [None, None]  # the reference loop's speed is not what a run costs
+    assert {(r["mode"], r["model"]) for r in records if " runs " in r["what"]} == {
+        ("default", "resnet18")}  # the runs one after another and sharing the device
+    in_bf16 = [r for r in engine if r["mode"].startswith("bf16+")]
+    for mode, picked in ((None, engine), ("bf16", in_bf16)):
+        measured = costs[mode]["throughput"]["resnet18"]
+        assert measured["tflops"] == max(r["tflops"] for r in picked)
+        assert measured["source"].startswith("measured: gpu-check.json (paper round: engine")
+        assert costs[mode]["throughput"]["convnet"]["tflops"] == DEFAULT_THROUGHPUT.tflops

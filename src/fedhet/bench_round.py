@@ -349,11 +349,13 @@ def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
                     name = f"{variant}-{mode.name.replace('+', '_')}.txt"
                     note += "; " + profile(m.one_round, device, Path(profile_dir) / name)
                 record = make_record(VARIANTS[variant], mode.name, where, version,
+                                     model=_engine_model(variant, size),
                                      seconds=seconds[variant], images=images,
                                      flops_per_image=flops,
                                      peak_mem_bytes=peak, note=note)
             except Exception as err:  # recorded; the other variants and modes still run
-                record = make_record(VARIANTS[variant], mode.name, where, version, ok=False,
+                record = make_record(VARIANTS[variant], mode.name, where, version,
+                                     model=_engine_model(variant, size), ok=False,
                                      note=f"{type(err).__name__}: {err}")
             finally:
                 m = None  # the round's models and data go before the next variant's
@@ -365,6 +367,12 @@ def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
                 append_record(records, record)
             echo(_line(record))
     return out
+
+
+def _engine_model(variant: str, size: RoundSize) -> str | None:
+    """The model a variant's record names: the round's model where our engine trains it, None
+    for the reference loop (its speed is not what a run of the engine costs)."""
+    return None if variant == "reference" else size.model
 
 
 def _not_stacked(size: RoundSize, mode: Mode, device: torch.device) -> str:

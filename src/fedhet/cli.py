@@ -308,7 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--throughput", metavar="FILE",
                    help="measured throughput: JSON records {what, tflops, model?, mode?, ok?}, "
                    "e.g. the gpu-check.json of ci/gpu-check.sh")
-    p.add_argument("--mode", help="use only the throughput records of this mode (e.g. bf16)")
+    p.add_argument("--mode", help="use only the throughput records of this mode: a precision "
+                   "(default, fp32, tf32, bf16) takes the fastest record in it whatever its "
+                   "speed flags; a whole mode (bf16+channels_last+cudnn_benchmark) only records "
+                   "in exactly that mode")
     p.add_argument("--root", default=".", help="repository root (holds config/)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=cmd_cost)

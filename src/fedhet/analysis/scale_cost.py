@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,15 +192,48 @@ def _model_of(record: Mapping[str, Any], models: Iterable[str]) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
+def mode_filter(wanted: str) -> Callable[[Any], bool]:
+    """Which record modes `--mode wanted` selects: a precision alone (`bf16`) selects every
+    mode in it, whatever its speed flags (`bf16+channels_last+cudnn_benchmark`); a mode with
+    flags selects that mode, in any order of its flags. ValueError naming the valid forms."""
+    from fedhet.bench_round import Mode
+
+    mode = Mode.parse(wanted)
+    precision_only = "+" not in wanted
+
+    def selects(given: Any) -> bool:
+        try:
+            other = Mode.parse(str(given))
+        except ValueError:  # "-" or absent: a record of no mode
+            return False
+        return other.precision == mode.precision if precision_only else other == mode
+
+    return selects
+
+
+def _tflops(record: Mapping[str, Any], path: Path, i: int, model: str) -> float | None:
+    """The record's TFLOP/s: None where it measured none (`tflops` null or absent, e.g. a run
+    timed only in seconds); ThroughputFileError where it is not a positive number."""
+    tflops = record.get("tflops")
+    if tflops is None:
+        return None
+    if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not tflops > 0:
+        raise ThroughputFileError(f"throughput file {path}: record {i} ({model}) has no "
+                                  f"positive 'tflops', got {tflops!r}")
+    return float(tflops)
+
+
 def load_throughput(path: str | Path, mode: str | None = None) -> dict[str, Throughput]:
     """Measured throughput per model from a JSON file: a list of records (or an object with a
     `records` list), each `{what, tflops, ...}` as `ci/gpu-check.sh` writes them (`model`,
     `device`, `mode`, `img_per_s`, `ok` are read where present). A record counts when `ok` is not
-    false, it names a model (`model`, or a registered model's name in `what`) and, with `mode`,
-    its `mode` matches; per model the fastest such record is kept. Raises ThroughputFileError
-    naming the file and what is wrong with it."""
+    false, it names a model (`model`, or a registered model's name in `what`), it has a
+    `tflops` (null: it measured none) and, with `mode`, `mode_filter(mode)` selects its `mode`;
+    per model the fastest such record is kept. Raises ThroughputFileError naming the file and
+    what is wrong with it, ValueError for an unknown `mode`."""
     from fedhet.models import MODELS
 
+    selects = mode_filter(mode) if mode is not None else None
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -220,20 +253,29 @@ def load_throughput(path: str | Path, mode: str | None = None) -> dict[str, Thro
         model = _model_of(record, MODELS.names())
         if record.get("ok") is False or model is None:
             continue
-        if mode is not None and record.get("mode") != mode:
+        if selects is not None and not selects(record.get("mode")):
             continue
-        tflops = record.get("tflops")
-        if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not tflops > 0:
-            raise ThroughputFileError(f"throughput file {path}: record {i} ({model}) has no "
-                                      f"positive 'tflops', got {tflops!r}")
+        tflops = _tflops(record, path, i, model)
+        if tflops is None:
+            continue
         where = ", ".join(str(record[k]) for k in ("what", "mode", "device") if record.get(k))
         if model not in found or tflops > found[model].tflops:
-            found[model] = Throughput(float(tflops), f"measured: {path.name} ({where})")
+            found[model] = Throughput(tflops, f"measured: {path.name} ({where})")
     if not found:
-        wanted = f" in mode {mode!r}" if mode else ""
-        raise ThroughputFileError(f"throughput file {path}: no usable record{wanted} names a "
-                                  "model (give each record 'model', or name the model in 'what')")
+        raise ThroughputFileError(_nothing_usable(path, records, mode))
     return found
+
+
+def _nothing_usable(path: Path, records: list[Any], mode: str | None) -> str:
+    """Why a throughput file gave no model a throughput, and what to do."""
+    if mode is None:
+        return (f"throughput file {path}: no usable record names a model (give each record "
+                "'model', or name the model in 'what', and a positive 'tflops')")
+    modes = sorted({str(r["mode"]) for r in records
+                    if isinstance(r, dict) and r.get("mode") not in (None, "", "-")})
+    return (f"throughput file {path}: no usable record in mode {mode!r} names a model; the "
+            f"file's modes: {', '.join(modes) or 'none'} (give --mode a precision such as "
+            "bf16 to take the fastest record in it, or leave --mode out)")
 
 
 # -- output -------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import yaml
 
 from fedhet.bench_round import Mode
 from fedhet.gpucheck.records import append_record, device_name, make_record
+from fedhet.settings import DEFAULTS
 
 REPO = Path(__file__).resolve().parents[3]
 TRAIN = [sys.executable, "-m", "fedhet.cli", "train"]
@@ -102,6 +103,7 @@ class SharedRuns:
     local_steps: int = 16
     batch_size: int = 64
     width: float = 1.0
+    model: str = "resnet18"
 
     def dataset(self) -> dict[str, Any]:
         per_client = 4 * self.batch_size
@@ -114,13 +116,18 @@ class SharedRuns:
             "seed": seed, "dataset": {**self.dataset(), "root": str(root / "datasets")},
             "partition": {"scheme": "iid", "num_clients": self.clients,
                           "root": str(root / "partitions")},
-            "model": {"name": "resnet18", "width": self.width},
+            "model": {"name": self.model, "width": self.width},
             "training": {"rounds": self.rounds, "clients_per_round": self.clients,
                          "local_steps": self.local_steps, "batch_size": self.batch_size,
                          "lr": 0.01, "momentum": 0.9, "weight_decay": 1e-4},
             "eval": {"every": self.rounds},
             "runtime": {"device": str(device)},
         }
+
+    @property
+    def mode(self) -> str:
+        """The runs' numeric mode: they set none, so the defaults'."""
+        return Mode.of_runtime(DEFAULTS["runtime"]).name
 
     @property
     def images(self) -> int:
@@ -160,13 +167,14 @@ def _group(ctx: Context, spec: SharedRuns, what: str, together: bool,
     if failed:
         out, code = failed[0]
         log = (out / "train.log").read_text(errors="replace")
-        return ctx.make(what, ok=False, note=f"{len(failed)} of {spec.runs} runs failed; "
+        return ctx.make(what, spec.mode, model=spec.model, ok=False,
+                        note=f"{len(failed)} of {spec.runs} runs failed; "
                         f"{out.name} exit {code}: {_tail(log)}"), None
     # the first round of each run pays its warm-up; the others are its steady state
     steady = [statistics.median(s[1:] or s) for s in map(_round_seconds, outs)]
     per_round = spec.images // spec.rounds
     training_rate = (spec.runs if together else 1) * per_round / statistics.mean(steady)
-    record = ctx.make(what, seconds=statistics.mean(steady), note=(
+    record = ctx.make(what, spec.mode, model=spec.model, seconds=statistics.mean(steady), note=(
         f"wall {wall:.1f} s from the first start to the last exit (start-up included); per run "
         f"{spec.rounds} rounds x {spec.clients} clients x {spec.local_steps} steps x batch "
         f"{spec.batch_size}; img/s is all runs' training images over the wall time, s/round "
@@ -186,7 +194,7 @@ def shared_runs(ctx: Context, spec: SharedRuns = SharedRuns()) -> list[dict[str,
 
     d = spec.dataset()
     prepare_dataset(d["name"], ctx.work / "datasets", d["options"])  # once, not by every run
-    flops = flops_per_image("resnet18", 32, 10, 3, width=spec.width)
+    flops = flops_per_image(spec.model, 32, 10, 3, width=spec.width)
     alone, alone_wall = _group(ctx, spec, f"{spec.runs} runs one after another", False, flops)
     ctx.add(alone)
     shared, shared_wall = _group(ctx, spec, f"{spec.runs} runs sharing the device", True, flops)
@@ -263,7 +271,8 @@ def real_run(ctx: Context, fmnist_dir: Path, shrink: Sequence[str] = ()) -> dict
             f"{json.dumps(prov['execution'], sort_keys=True)}")
     if not real:
         note = f"not the real data: a stand-in for {prov['stands_in_for']}; {note}"
-    return ctx.record(what, mode, seconds=statistics.median(per_round),
+    return ctx.record(what, mode, model=resolved["model"]["name"],
+                      seconds=statistics.median(per_round),
                       ok=final["status"] == "completed" and final["rounds_trained"] == 3 and real,
                       note=note)
 

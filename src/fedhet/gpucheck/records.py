@@ -17,7 +17,10 @@ from typing import Any
 
 from fedhet import atomic
 
-FIELDS = ("device", "torch", "mode", "what", "s_per_round", "img_per_s", "tflops",
+# `model`: the registered model (`fedhet.models`) whose training by the engine the figures
+# measure, as `fedhet cost --throughput` reads it; null where the record measured no model of
+# the engine (the CUDA tests, the reference loop, a part that did not finish).
+FIELDS = ("device", "torch", "mode", "model", "what", "s_per_round", "img_per_s", "tflops",
           "peak_mem_gib", "ok", "note")
 NUMBERS = ("s_per_round", "img_per_s", "tflops", "peak_mem_gib")
 
@@ -33,15 +36,16 @@ def device_name(device: Any) -> str:
 
 
 def make_record(what: str, mode: str, device: str, torch_version: str, *,
-                seconds: float | None = None, images: int | None = None,
+                model: str | None = None, seconds: float | None = None, images: int | None = None,
                 flops_per_image: float | None = None, peak_mem_bytes: int | None = None,
                 ok: bool = True, note: str = "") -> dict[str, Any]:
-    """One measurement: `seconds` per round over `images` training images per round gives
-    images/s, and with `flops_per_image` TFLOP/s; absent figures are None."""
+    """One measurement of `model` (None: no model of the engine): `seconds` per round over
+    `images` training images per round gives images/s, and with `flops_per_image` TFLOP/s;
+    absent figures are None."""
     rate = images / seconds if seconds and images else None
     tflops = rate * flops_per_image / 1e12 if rate and flops_per_image else None
     gib = peak_mem_bytes / 2**30 if peak_mem_bytes is not None else None
-    return {"device": device, "torch": torch_version, "mode": mode, "what": what,
+    return {"device": device, "torch": torch_version, "mode": mode, "model": model, "what": what,
             "s_per_round": seconds, "img_per_s": rate, "tflops": tflops, "peak_mem_gib": gib,
             "ok": bool(ok), "note": note}
 
@@ -60,6 +64,9 @@ def check_record(record: Mapping[str, Any]) -> None:
                                   or not math.isfinite(value)):
             raise ValueError(f"GPU-check record '{record['what']}': {field} must be a finite "
                              f"number or null, got {value!r}")
+    if record["model"] is not None and not isinstance(record["model"], str):
+        raise ValueError(f"GPU-check record '{record['what']}': model must be a model's name or "
+                         f"null, got {record['model']!r}")
     if not isinstance(record["ok"], bool):
         raise ValueError(f"GPU-check record '{record['what']}': ok must be true or false, "
                          f"got {record['ok']!r}")
@@ -92,18 +99,19 @@ def _figure(value: float | None, digits: int) -> str:
 
 
 def summary(records: Sequence[Mapping[str, Any]], note_width: int = 60) -> str:
-    """A plain-text table of the records: what, mode, figures, ok, the start of the note; the
-    device and torch version of each group of records above them."""
-    header = ("what", "mode", "s/round", "img/s", "TFLOP/s", "peak GiB", "ok", "note")
+    """A plain-text table of the records: what, mode, model, figures, ok, the start of the
+    note; the device and torch version of each group of records above them."""
+    header = ("what", "mode", "model", "s/round", "img/s", "TFLOP/s", "peak GiB", "ok", "note")
     rows, where = [], None
     lines = []
     for r in records:
         rows.append(((r["device"], r["torch"]), (
-            r["what"], r["mode"], _figure(r["s_per_round"], 3), _figure(r["img_per_s"], 0),
-            _figure(r["tflops"], 1), _figure(r["peak_mem_gib"], 2), "yes" if r["ok"] else "NO",
+            r["what"], r["mode"], r["model"] or "-", _figure(r["s_per_round"], 3),
+            _figure(r["img_per_s"], 0), _figure(r["tflops"], 1), _figure(r["peak_mem_gib"], 2),
+            "yes" if r["ok"] else "NO",
             " ".join(str(r["note"]).split())[:note_width])))
     widths = [max([len(h), *(len(cells[i]) for _, cells in rows)]) for i, h in enumerate(header)]
-    right = {2, 3, 4, 5}
+    right = {3, 4, 5, 6}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w)
