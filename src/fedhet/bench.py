@@ -137,21 +137,27 @@ def _spread(seconds: list[float], samples: int) -> str:
             f"(min {rates[0]:.1f}, max {rates[-1]:.1f}, {len(rates)} repeats)")
 
 
-def throughput(args: argparse.Namespace, device: torch.device) -> None:
-    """Samples/s of our engine against the PIL-transform reference (the module docstring)."""
-    data = load_dataset(args.dataset, "resources/datasets", args.options)
-    indices = _client_indices(len(data.y_train), args.clients, args.samples)
-    run = resolve_run({
+def throughput_run(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """The resolved run the throughput comparison trains: on a GPU in bf16 and channels-last,
+    on a CPU in the default mode."""
+    gpu = device.type == "cuda"
+    return resolve_run({
         "dataset": {"name": args.dataset, "options": args.options},
         "model": {"name": args.model, "width": args.width},
         "partition": {"num_clients": args.clients},
         "training": {"batch_size": args.batch_size, "lr": 0.01, "momentum": 0.9,
                      "weight_decay": 1e-4, "clients_per_round": args.clients,
                      "augment": "crop_flip"},
-        "runtime": {"device": str(device), "bf16": device.type == "cuda",
-                    "channels_last": device.type == "cuda",
-                    "client_workers": args.client_workers},
+        "runtime": {"device": str(device), "precision": "bf16" if gpu else "default",
+                    "channels_last": gpu, "client_workers": args.client_workers},
     })
+
+
+def throughput(args: argparse.Namespace, device: torch.device) -> None:
+    """Samples/s of our engine against the PIL-transform reference (the module docstring)."""
+    data = load_dataset(args.dataset, "resources/datasets", args.options)
+    indices = _client_indices(len(data.y_train), args.clients, args.samples)
+    run = throughput_run(args, device)
     samples = sum(len(ix) for ix in indices)
     timing = {"rounds": args.rounds, "repeats": args.repeats}
     print(f"device {device} | torch threads {torch.get_num_threads()} | model {args.model} "
