@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -120,17 +119,25 @@ def federation(run: dict) -> Federation:
 STACKED_ATOL = 1e-5
 
 
-@pytest.mark.parametrize(("algorithm", "model"), [("fedavg", "cnn4"), ("scaffold", "cnn4"),
-                                                  ("fedavg", "resnet10")])
-def test_stacked_clients_equal_one_at_a_time_on_the_gpu(data_root, tmp_path, algorithm, model):
+STACKED_RUNS = [("fedavg", "cnn4"), ("scaffold", "cnn4"), ("fedavg", "resnet10")]
+
+
+def stacked_pair(data_root, tmp_path, algorithm: str, model: str) -> tuple[dict, dict]:
+    """The runs the stacked-clients test compares: one client at a time, and stacked."""
     settings = {"keep_client_optimizer_state": True, "lr": 0.01, "momentum": 0.5}
     runtime = {"precision": "fp32", "deterministic": True}
     base = gpu_run(data_root, tmp_path, model, runtime, **settings)
     base["algorithm"] = {"name": algorithm}
     base["dataset"]["options"]["size"] = 16
-    seq = federation(base)
     stacked = copy.deepcopy(base)
     stacked["training"]["vectorise_clients"] = True
+    return base, stacked
+
+
+@pytest.mark.parametrize(("algorithm", "model"), STACKED_RUNS)
+def test_stacked_clients_equal_one_at_a_time_on_the_gpu(data_root, tmp_path, algorithm, model):
+    base, stacked = stacked_pair(data_root, tmp_path, algorithm, model)
+    seq = federation(base)
     vec = federation(stacked)
     assert vec.stacked is not None and seq.stacked is None
     # the BatchNorm ResNet's first round only, as on a CPU (test_vectorised_clients.py): later,
@@ -160,12 +167,17 @@ def test_runtime_device_auto_picks_the_gpu(data_root, tmp_path):
     assert provenance["device_name"] == torch.cuda.get_device_name()
 
 
-@pytest.mark.parametrize(("runtime", "expected"), [
+# Speed modes and what resolved.yaml says of each on a GPU (test_gpu_on_cpu.py resolves them
+# without one).
+SPEED_MODES = [
     ({"precision": "bf16"}, {"autocast": "bfloat16", "channels_last": False}),
     ({"channels_last": True}, {"autocast": "none", "channels_last": True}),
     ({"precision": "bf16", "channels_last": True}, {"autocast": "bfloat16",
                                                     "channels_last": True}),
-])
+]
+
+
+@pytest.mark.parametrize(("runtime", "expected"), SPEED_MODES)
 def test_bf16_and_channels_last_runs_train_and_say_so(data_root, tmp_path, runtime, expected):
     """Trained in the mode: the loss falls, the first round's is close to strict fp32's (and
     not equal to it in bf16), and resolved.yaml records the modes in effect."""
@@ -244,37 +256,48 @@ def test_a_process_that_started_cuda_forks_no_worker():
     assert "initialised CUDA" in lines["server"] and "initialised CUDA" in lines["handler"]
 
 
-def test_a_cuda_job_through_the_fork_server_trains_on_the_gpu(data_root, tmp_path):
-    """The server imports torch without starting CUDA, so its worker starts its own: a CUDA
-    run through the server gives the numbers of the run in a process of its own."""
+def train_through_the_server_and_alone(run: dict, tmp_path: Path, monkeypatch,
+                                       device: str) -> None:
+    """`fedhet train` of `run` through a fork server started as the workflow starts it
+    (`forkclient.start_server`) and in a process of its own: the served job ran in the server's
+    worker, on `device`, and gave the numbers of the run alone."""
     import fedhet.forkclient as forkclient
 
-    path = tmp_path / "fs.sock"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "fedhet.forkserver", "--socket", str(path)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # the server, and the commands, run this checkout's package
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [SRC,
+                                                                 os.environ.get("PYTHONPATH")])))
+    monkeypatch.delenv(forkclient.ENV, raising=False)
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(run))
+    args = ["train", "--config", str(config)]
+    log = tmp_path / "server.log"
+    server = forkclient.start_server(log, max_jobs=1)
     try:
-        deadline = time.monotonic() + 120
-        while not path.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "no server"
-            time.sleep(0.1)
-        config = tmp_path / "run.yaml"
-        config.write_text(yaml.safe_dump(gpu_run(data_root, tmp_path, "cnn4",
-                                                 {"deterministic": True}, rounds=2)))
-        args = ["train", "--config", str(config)]
         served = subprocess.run([sys.executable, "-m", "fedhet.cli", *args, "--out",
                                  str(tmp_path / "served")], capture_output=True, text=True,
-                                env={**env, forkclient.ENV: str(path)})
-        alone = fedhet([*args, "--out", str(tmp_path / "alone")])
+                                env={**os.environ, forkclient.ENV: server.address})
     finally:
-        proc.terminate()
-        server_log, _ = proc.communicate(timeout=60)
+        forkclient.stop_server(server.process)
+    alone = fedhet([*args, "--out", str(tmp_path / "alone")])
+    server_log = log.read_text()
     assert served.returncode == 0 and alone.returncode == 0, served.stderr + alone.stderr
-    assert "declined" not in server_log, server_log
-    assert "running in this process" not in served.stderr
+    assert "serving on" in server_log and "declined" not in server_log, server_log
+    assert "running this command in its own process" not in served.stderr
     assert yaml.safe_load((tmp_path / "served" / "resolved.yaml").read_text()
-                          )["provenance"]["device"] == "cuda"
+                          )["provenance"]["device"] == device
     final = {d: without_step_time(json.loads((tmp_path / d / "final.json").read_text()))
              for d in ("served", "alone")}
     assert final["served"] == final["alone"]
     assert run_outputs(tmp_path / "served")[0] == run_outputs(tmp_path / "alone")[0]
+
+
+def fork_server_run(data_root, tmp_path) -> dict:
+    """The run of the fork-server test: two deterministic rounds of a plain CNN on the GPU."""
+    return gpu_run(data_root, tmp_path, "cnn4", {"deterministic": True}, rounds=2)
+
+
+def test_a_cuda_job_through_the_fork_server_trains_on_the_gpu(data_root, tmp_path, monkeypatch):
+    """The server imports torch without starting CUDA, so its worker starts its own: a CUDA
+    run through the server gives the numbers of the run in a process of its own."""
+    train_through_the_server_and_alone(fork_server_run(data_root, tmp_path), tmp_path,
+                                       monkeypatch, "cuda")
