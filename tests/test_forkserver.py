@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 import fedhet.forkclient as forkclient
-from fedhet import peercred
-from fedhet.forkserver import bind_private
+from fedhet import jobstate, peercred, sockdir
 from tiny_runs import tiny_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,8 +191,13 @@ def test_the_server_names_why_it_declines(monkeypatch):
     from fedhet.forkserver import _decline_reason, _methods_changed
 
     ours = {"python": os.path.realpath(sys.executable), "package": str(forkclient.PACKAGE),
-            "fingerprint": 1.0}
+            "fingerprint": 1.0, "state": jobstate.capture()}
     assert _decline_reason(ours, started=2.0, nfds=2) is None
+    nicer = {**ours["state"], "nice": ours["state"]["nice"] - 1}  # it takes privileges
+    assert "the job's niceness is" in _decline_reason({**ours, "state": nicer}, 2.0, 2)
+    limits = {**ours["state"]["limits"], "RLIMIT_NOFILE": [1 << 40, 1 << 40]}
+    assert "the job's hard RLIMIT_NOFILE is" in _decline_reason(
+        {**ours, "state": {**ours["state"], "limits": limits}}, 2.0, 2)
     assert "the job's Python is /opt/py" in _decline_reason({**ours, "python": "/opt/py"}, 2.0, 2)
     assert "imports fedhet from /elsewhere" in _decline_reason({**ours, "package": "/elsewhere"},
                                                                  2.0, 2)
@@ -243,10 +247,14 @@ def test_the_socket_is_private_whatever_the_umask(tmp_path):
 
 
 def test_binding_refuses_an_existing_path(tmp_path):
-    planted = tmp_path / "socket"
+    directory = sockdir.make(str(tmp_path), "server-")
+    planted = Path(directory.socket_path)
     planted.write_text("someone else's")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock, pytest.raises(OSError):
-        bind_private(sock, str(planted))
+        sockdir.bind(sock, directory)
+    assert planted.read_text() == "someone else's"
+    assert sockdir.remove(directory) == [f"could not remove {directory.path} (Directory not "
+                                         "empty)"]
     assert planted.read_text() == "someone else's"
 
 

@@ -20,6 +20,14 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def set_umask(mask: int) -> None:
+    """Set the process umask to `mask`, here as well (a fork server's worker takes on its
+    client's)."""
+    global _UMASK
+    os.umask(mask)
+    _UMASK = mask
+
+
 _HOST = socket.gethostname()
 # A temporary file untouched this long belongs to no live writer, whatever host wrote it.
 STALE_SECONDS = 3600.0

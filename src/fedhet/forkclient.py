@@ -6,7 +6,10 @@ which imports torch and runs `fedhet.cli` itself.
 $FEDHET_FORKSERVER is `<pid>:<socket path>`, both told by the server itself when it listens.
 A client talks only to that pid, running as its own user (the kernel says who is on the other
 end of the socket before anything is sent), so a socket someone else put in its way is never
-used."""
+used. The request carries what the command's process inherited besides its environment
+(`fedhet.jobstate`); the server tells which worker runs the command before it starts, and a
+client whose server goes away ends that worker's process group (`fedhet.lifeline.end_job`)
+before it runs the command itself."""
 
 from __future__ import annotations
 
@@ -22,10 +25,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedhet import jobstate
+from fedhet.lifeline import Job, end_job
 from fedhet.peercred import Peer, peer
 
 ENV = "FEDHET_FORKSERVER"
 DECLINED = -1000
+RUNNING = -1001  # followed by the worker's pid and start time, then by its exit status
+GO = b"\x01"  # from the handler to its worker once the client knows the worker
 PACKAGE = Path(__file__).resolve().parent
 # A request is a command's argv and environment (bounded by the system's ARG_MAX, 2 MiB on
 # Linux) as JSON: 16 MiB leaves room for escaping and stops a length prefix of 4 GiB.
@@ -65,10 +72,40 @@ def _own_process(why: str) -> None:
           file=sys.stderr)
 
 
+def _send_request(conn: socket.socket, request: bytes, fds: list[int]) -> None:
+    """Send the length-prefixed `request` with the files `fds`, all of it."""
+    data = struct.pack(">I", len(request)) + request
+    sent = socket.send_fds(conn, [data], fds)
+    conn.sendall(data[sent:])
+
+
+def _await_status(conn: socket.socket, path: str) -> int | None:
+    """The exit status the server sends on `conn` for a request sent on it; None when it
+    declined (why goes to stderr). Where the connection fails once the worker has started, the
+    worker's group is ended before this returns None: the command may then run here."""
+    worker = None
+    try:
+        (code,) = struct.unpack(">i", recv_exactly(conn, 4))
+        if code == RUNNING:
+            worker = Job(*struct.unpack(">iQ", recv_exactly(conn, 12)))
+            (code,) = struct.unpack(">i", recv_exactly(conn, 4))
+        if code == DECLINED:
+            (length,) = struct.unpack(">I", recv_exactly(conn, 4))
+            reason = recv_exactly(conn, min(length, 4096)).decode(errors="replace")
+            return _own_process(f"the fork server declined it: {reason}")
+    except OSError as err:
+        if worker is not None:
+            end_job(worker)
+            return _own_process(f"fork server {path} failed ({err.strerror or err}) while its "
+                                f"worker (pid {worker.pid}) ran this command, which has ended")
+        return _own_process(f"fork server {path} failed ({err.strerror or err})")
+    return code
+
+
 def run_remote(argv: list[str]) -> int | None:
     """Run the command `argv` on the fork server named by $FEDHET_FORKSERVER and return its
     exit status; None when it should run in this process (no server, a socket not served by
-    that server as this user, or the server declined; the reason goes to stderr)."""
+    that server as this user, the server declined or went away; the reason goes to stderr)."""
     value = os.environ.get(ENV)
     if not value:
         return None
@@ -83,7 +120,7 @@ def run_remote(argv: list[str]) -> int | None:
     request = json.dumps({
         "argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
         "python": os.path.realpath(sys.executable), "package": str(PACKAGE),
-        "fingerprint": fingerprint(),
+        "fingerprint": fingerprint(), "state": jobstate.capture(),
     }).encode()
     if len(request) > MAX_REQUEST:
         return _own_process(f"its request to the fork server would be {len(request)} bytes, "
@@ -103,19 +140,12 @@ def run_remote(argv: list[str]) -> int | None:
                                 f"the fork server of this workflow (pid {pid}, uid {server.uid}); "
                                 "nothing was sent to it")
         try:
-            try:
-                socket.send_fds(conn, [struct.pack(">I", len(request)) + request], fds)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # a server that declines without reading the request still says why
-            (code,) = struct.unpack(">i", recv_exactly(conn, 4))
-            if code == DECLINED:
-                (length,) = struct.unpack(">I", recv_exactly(conn, 4))
-                reason = recv_exactly(conn, min(length, 4096)).decode(errors="replace")
+            _send_request(conn, request, fds)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a server that declines without reading the request still says why
         except OSError as err:
             return _own_process(f"fork server {path} failed ({err.strerror or err})")
-    if code == DECLINED:
-        return _own_process(f"the fork server declined it: {reason}")
-    return code
+        return _await_status(conn, path)
 
 
 def run_script_on_server(script: str) -> None:

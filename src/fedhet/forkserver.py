@@ -10,25 +10,37 @@ the jobs. A `fedhet` command that finds the variable checks that the socket is s
 pid as its own user, sends its arguments, working directory, environment and its stdout/stderr
 to the server and waits; the server forks a worker that runs the command exactly as
 `fedhet.cli.main` would in a fresh process (same code, same settings: the numbers do not
-change) with the job's whole environment, thread count and output files, and returns its exit
-status. When the job is
-killed, its worker is killed. The command runs in its own process instead, and says why on
-stderr, when there is no server, when the socket is not the server's, when the server runs
-another installation or Python, when a source file of fedhet or an external method package
-changed after the server started (it would run stale code; for the packages, the server compares
-`fedhet.external.installed()` now with its value at the start: one installed, removed, upgraded
-or edited), or when as many jobs as Snakemake runs at once already run on it.
+change) with the job's whole environment, thread count and output files, and what else its
+process would have inherited (umask, resource limits, niceness, CPUs, blocked and ignored
+signals: `fedhet.jobstate`), and returns its exit status.
+
+A worker never outlives its job (`fedhet.forkjob`, `fedhet.lifeline`): it leads a process group
+of its own, and when the job is killed (its client goes away) the handler ends that group; when
+the handler itself ends, a guard process in the group kills it (and on Linux the kernel kills
+the worker). A client whose server went away runs the command itself, but only once it has
+ended what is left of the worker, which it knows from the server before the job begins: two
+copies of one job never run at once.
+
+The command runs in its own process instead, and says why on stderr, when there is no server,
+when the socket is not the server's, when the server runs another installation or Python, when
+a source file of fedhet or an external method package changed after the server started (it
+would run stale code; for the packages, the server compares `fedhet.external.installed()` now
+with its value at the start: one installed, removed, upgraded or edited), when the worker could
+not take on the job's limits, priority or CPUs, or when as many jobs as Snakemake runs at once
+already run on it.
 
 Only its own user reaches it: the socket lives in a directory of mode 0700 with an
-unpredictable name that the server creates (and removes when it stops), bound with umask 077,
-and the server drops any connection whose peer (as the kernel says) runs as another uid. On a
-system where it cannot ask the kernel who connects, it does not start.
+unpredictable name that the server creates (and removes when it stops, through descriptors:
+only what it made, `fedhet.sockdir`), bound with umask 077, and the server drops any
+connection whose peer (as the kernel says) runs as another uid. On a system where it cannot
+ask the kernel who connects, it does not start.
 
 Protocol (one connection per command): the client sends a 4-byte big-endian length (at most
-`MAX_REQUEST`) and a JSON request {argv, cwd, env, python, package, fingerprint}, with its
-stdout and stderr attached (SCM_RIGHTS); the server answers with a 4-byte big-endian signed
-exit status, or -1000 when it declines the command followed by a 4-byte length and the reason
-(UTF-8).
+`MAX_REQUEST`) and a JSON request {argv, cwd, env, python, package, fingerprint, state}, with
+its stdout and stderr attached (SCM_RIGHTS), all within `REQUEST_SECONDS`; the server answers
+with -1001 (`RUNNING`), the worker's pid (4 bytes) and start time (8 bytes) once it has forked
+it, then with a 4-byte big-endian signed exit status; or with -1000 when it declines the
+command, followed by a 4-byte length and the reason (UTF-8).
 """
 
 from __future__ import annotations
@@ -45,12 +57,12 @@ import tempfile
 import time
 import traceback
 
-from fedhet import external
+from fedhet import external, forkjob, jobstate, sockdir
 from fedhet.atomic import pid_alive
-from fedhet.forkclient import DECLINED, ENV, MAX_REQUEST, PACKAGE, fingerprint, recv_exactly
+from fedhet.forkclient import DECLINED, MAX_REQUEST, PACKAGE, fingerprint
 from fedhet.peercred import Peer, Unavailable, check_available, peer
 
-REQUEST_SECONDS = 60.0  # a client that has connected sends its request within this
+REQUEST_SECONDS = 60.0  # a client that has connected sends its whole request within this
 FULL_WAIT_SECONDS = 2.0  # at the cap, how long a new job waits for a finished job's handler
 
 # ----------------------------------------------------------------------------- server
@@ -102,38 +114,6 @@ def _preload() -> None:
                 catalog.implementation(name)
 
 
-def _worker(request: dict, fds: list[int]) -> int:
-    """In the forked worker: become the job's process and run its command."""
-    os.dup2(fds[0], 1)
-    os.dup2(fds[1], 2)
-    for fd in fds:
-        os.close(fd)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.environ.pop(ENV, None)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    threads = os.environ.get("OMP_NUM_THREADS", "")
-    if threads.isdigit() and int(threads) > 0:
-        import torch
-
-        torch.set_num_threads(int(threads))
-    sys.argv = ["fedhet", *request["argv"]]
-    from fedhet.cli import main
-
-    try:
-        code = main(request["argv"])
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    except BaseException:  # noqa: BLE001  reported like an uncaught exception would be
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return int(code or 0)
-
-
 def _cuda_started() -> bool:
     """Whether this process, or the server it was forked from, has initialised CUDA: a
     forked worker could not use it (its first CUDA call fails), so none is forked then."""
@@ -143,8 +123,9 @@ def _cuda_started() -> bool:
 
 def _decline_reason(request: dict, started: float, nfds: int) -> str | None:
     """Why the server must not run `request` (None when it can): another Python or another
-    copy of fedhet would run other code, sources edited after the start stale code, and a
-    worker forked after CUDA started could not use the GPU."""
+    copy of fedhet would run other code, sources edited after the start stale code, a worker
+    forked after CUDA started could not use the GPU, and one that cannot take on the job's
+    limits, priority or CPUs would not run it as its own process would."""
     if _cuda_started():
         return "the server has initialised CUDA, which a forked worker cannot use"
     python = os.path.realpath(sys.executable)
@@ -156,7 +137,7 @@ def _decline_reason(request: dict, started: float, nfds: int) -> str | None:
         return "a fedhet source file changed after the server started"
     if nfds != 2:
         return f"the job sent {nfds} output files, not 2"
-    return None
+    return jobstate.unmet(request["state"])
 
 
 def _methods_changed(methods: str) -> str | None:
@@ -182,25 +163,74 @@ def _decline(conn: socket.socket, job: str, why: str) -> None:
         pass  # the client went away
 
 
-def _read_request(conn: socket.socket, job: str) -> tuple[dict | None, list[int]]:
-    """The request on `conn` and the files sent with it; (None, []) when the client went away
-    or the request is over the size cap (declined)."""
-    conn.settimeout(REQUEST_SECONDS)
-    head, fds, _, _ = socket.recv_fds(conn, 65536, 2)
-    try:
-        if len(head) < 4:  # the client went away before asking
+def _recv_by(conn: socket.socket, n: int, deadline: float) -> bytes:
+    """Exactly `n` bytes from `conn`, all of them before `deadline` (TimeoutError otherwise;
+    ConnectionError when the client closes first)."""
+    data = bytearray()
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        conn.settimeout(left)
+        chunk = conn.recv(n - len(data))
+        if not chunk:
             raise ConnectionError
+        data += chunk
+    return bytes(data)
+
+
+# the fields of a request and their types
+_FIELDS = {"argv": list, "cwd": str, "env": dict, "python": str, "package": str,
+           "fingerprint": (int, float), "state": dict}
+
+
+def _malformed(request: object) -> str | None:
+    """What is wrong with a decoded request (None when it has the fields a client sends)."""
+    if not isinstance(request, dict):
+        return "it is not a JSON object"
+    for name, kind in _FIELDS.items():
+        if not isinstance(request.get(name), kind):
+            return f"its {name!r} is missing or of the wrong type"
+    if not all(isinstance(a, str) for a in request["argv"]):
+        return "its 'argv' holds more than strings"
+    if not all(isinstance(v, str) for v in request["env"].values()):
+        return "its 'env' holds more than strings"
+    return jobstate.malformed(request["state"])
+
+
+def _read_request(conn: socket.socket, job: str) -> tuple[dict | None, list[int]]:
+    """The request on `conn` and the files sent with it, the whole of it within
+    `REQUEST_SECONDS`; (None, []) when the client went away, was too slow or sent something
+    else than a request (said in the log; a request over the size cap is declined)."""
+    deadline = time.monotonic() + REQUEST_SECONDS
+    fds: list[int] = []
+    try:
+        conn.settimeout(REQUEST_SECONDS)
+        head, fds, _, _ = socket.recv_fds(conn, 65536, 2)
+        if not head:
+            raise ConnectionError
+        if len(head) < 4:
+            head += _recv_by(conn, 4 - len(head), deadline)
         (length,) = struct.unpack(">I", head[:4])
         if length > MAX_REQUEST:
             _decline(conn, job, f"its request is {length} bytes, over the cap of {MAX_REQUEST}")
-            raise ConnectionError
+            raise ConnectionAbortedError
         body = head[4:]
         if len(body) < length:
-            body += recv_exactly(conn, length - len(body))
+            body += _recv_by(conn, length - len(body), deadline)
         request = json.loads(body)
-    except (ConnectionError, TimeoutError):
+        why = _malformed(request)
+        if why:
+            _decline(conn, job, f"its request is not one of fedhet's: {why}")
+            raise ConnectionAbortedError
+    except (OSError, ValueError, RecursionError) as err:
         for fd in fds:
             os.close(fd)
+        if isinstance(err, TimeoutError):
+            print(f"dropped {job}: the whole request did not arrive within "
+                  f"{REQUEST_SECONDS:.0f} s", flush=True)
+        elif not isinstance(err, OSError):
+            _decline(conn, job, f"its request is not JSON ({type(err).__name__}: {err})")
         return None, []
     conn.settimeout(None)
     return request, fds
@@ -208,7 +238,7 @@ def _read_request(conn: socket.socket, job: str) -> tuple[dict | None, list[int]
 
 def _handle(conn: socket.socket, started: float, methods: str, client: Peer) -> None:
     """In a handler process: check the request, fork its worker, wait for the worker or for
-    the client to go away (then kill the worker), send the exit status."""
+    the client to go away (then end the worker's process group), send the exit status."""
     request, fds = _read_request(conn, f"a request of pid {client.pid}")
     if request is None:
         return
@@ -220,38 +250,29 @@ def _handle(conn: socket.socket, started: float, methods: str, client: Peer) -> 
         _decline(conn, job, why)
         return
     began = time.monotonic()
-    worker = os.fork()
-    if worker == 0:
-        conn.close()
-        os._exit(_worker(request, fds))
-    for fd in fds:
-        os.close(fd)
+    running = forkjob.start(conn, request, fds)
+    if running is None:
+        print(f"stopped {job} before it began: its client went away", flush=True)
+        return
     poller = select.poll()
     poller.register(conn, select.POLLIN | select.POLLHUP)
     while True:
-        pid, status = os.waitpid(worker, os.WNOHANG)
+        pid, status = os.waitpid(running.worker, os.WNOHANG)
         if pid:
+            running.finish()
             code = os.waitstatus_to_exitcode(status)
             code = code if code >= 0 else 128 - code
             print(f"ran {job}: exit {code} after {time.monotonic() - began:.1f} s", flush=True)
-            conn.sendall(struct.pack(">i", code))
+            try:
+                conn.sendall(struct.pack(">i", code))
+            except OSError:
+                print(f"could not tell the client of {job} its exit status: it went away",
+                      flush=True)
             return
         if poller.poll(200) and not conn.recv(1):  # the job was killed
-            os.kill(worker, signal.SIGTERM)
-            if not _reaped_within(worker, seconds=5.0):
-                os.kill(worker, signal.SIGKILL)
-                os.waitpid(worker, 0)
+            running.stop()
             print(f"stopped {job}: its client went away", flush=True)
             return
-
-
-def _reaped_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if os.waitpid(pid, os.WNOHANG)[0]:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _reap(handlers: set[int]) -> None:
@@ -292,19 +313,10 @@ def _admit(conn: socket.socket, handlers: set[int], max_jobs: int) -> Peer | Non
     return client
 
 
-def bind_private(server: socket.socket, path: str) -> None:
-    """Bind `server` at the new `path` with umask 077 (only this user may connect); bind()
-    fails on an existing path, which is left as it is."""
-    old = os.umask(0o077)
-    try:
-        server.bind(path)
-    finally:
-        os.umask(old)
-
-
-def _serve_on(server: socket.socket, started: float, methods: str, max_jobs: int,
-              watch_pid: int | None, stop: list) -> None:
-    """Accept jobs on the listening `server` until `watch_pid` exits or `stop` fills."""
+def _serve_on(server: socket.socket, directory: sockdir.PrivateDir, started: float,
+              methods: str, max_jobs: int, watch_pid: int | None, stop: list) -> None:
+    """Accept jobs on the listening `server` (in `directory`) until `watch_pid` exits or
+    `stop` fills."""
     server.settimeout(1.0)
     handlers: set[int] = set()
     while not stop:
@@ -322,6 +334,7 @@ def _serve_on(server: socket.socket, started: float, methods: str, max_jobs: int
         pid = os.fork()
         if pid == 0:
             server.close()
+            directory.close()
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             code = 0
             try:
@@ -350,25 +363,27 @@ def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = No
     _preload()
     stop = []  # from here on SIGTERM stops the loop, which removes the socket and directory
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    directory = tempfile.mkdtemp(prefix="fedhet-forkserver-")  # mode 0700, a fresh name
-    path = os.path.join(directory, "socket")
+    try:
+        directory = sockdir.make(tempfile.gettempdir(), "fedhet-forkserver-")
+    except OSError as err:
+        print(f"fork server not started: cannot make its directory in {tempfile.gettempdir()} "
+              f"({err.strerror or err}); set TMPDIR to a directory of yours", flush=True)
+        return 1
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        bind_private(server, path)
+        sockdir.bind(server, directory)
         server.listen(64)
+        path = directory.socket_path
         print(f"serving on {path} (pid {os.getpid()}, uid {os.getuid()}, at most {max_jobs} "
               "jobs at once)", flush=True)
         if ready_fd is not None:
             os.write(ready_fd, f"{path}\n".encode())
             os.close(ready_fd)
-        _serve_on(server, started, methods, max_jobs, watch_pid, stop)
+        _serve_on(server, directory, started, methods, max_jobs, watch_pid, stop)
     finally:
         server.close()
-        for remove, name in ((os.unlink, path), (os.rmdir, directory)):
-            try:
-                remove(name)
-            except FileNotFoundError:
-                pass
+        for left in sockdir.remove(directory):
+            print(left, flush=True)
     return 0
 
 
