@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -230,3 +232,22 @@ def test_the_share_directory_must_be_this_users(tmp_path):
     assert gpushare.default_directory({"XDG_RUNTIME_DIR": str(tmp_path)}) == (
         tmp_path / "fedhet-gpu-shares"
     )
+
+
+def test_a_name_taken_in_the_shared_temporary_directory_stops_no_gpu_job(tmp_path, monkeypatch):
+    """Without $XDG_RUNTIME_DIR the shares live in the user's cache directory: another user
+    who takes a name in /tmp first (here: the name the shares once had) stops nothing."""
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    (shared / f"fedhet-gpu-shares-{os.getuid()}").write_text("another user's")
+    home = tmp_path / "home"
+    directory = gpushare.default_directory({"HOME": str(home)})
+    assert directory.is_relative_to(home / ".cache")
+    assert gpushare.default_directory({"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "c")}
+                                      ).is_relative_to(tmp_path / "c")
+    try:
+        assert gpushare.try_claim(Plan(["0"], 1, 1, str(directory)))[0] == ["0"]
+    finally:
+        release()
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700

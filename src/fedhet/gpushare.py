@@ -25,9 +25,9 @@ import fcntl
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -92,12 +92,16 @@ def visible_devices(env: dict[str, str] | None = None) -> list[str]:
 
 def default_directory(env: dict[str, str] | None = None) -> Path:
     """Where the slot files live: per user and machine, so that runs started one after the
-    other (a killed run's jobs still dying) count the same shares; $XDG_RUNTIME_DIR where set."""
+    other (a killed run's jobs still dying) count the same shares; under $XDG_RUNTIME_DIR
+    where set, else in the user's cache directory ($XDG_CACHE_HOME, else ~/.cache): never at
+    a name in a shared directory, which another user could take first and so stop the GPU
+    jobs."""
     env = os.environ if env is None else env
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
         return Path(runtime) / "fedhet-gpu-shares"
-    return Path(tempfile.gettempdir()) / f"fedhet-gpu-shares-{os.getuid()}"
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or Path.home(), ".cache")
+    return Path(cache) / "fedhet" / f"gpu-shares-{socket.gethostname()}"
 
 
 def _private_directory(path: Path) -> Path:
@@ -110,7 +114,7 @@ def _private_directory(path: Path) -> Path:
     if not path.is_dir() or path.is_symlink() or info.st_uid != os.getuid():
         raise PermissionError(
             f"GPU share directory {path} is not a directory of this user; remove it or set "
-            "XDG_RUNTIME_DIR to a private directory"
+            "XDG_RUNTIME_DIR (or XDG_CACHE_HOME) to a private directory"
         )
     return path
 
