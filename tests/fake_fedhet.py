@@ -2,7 +2,7 @@
 no torch, milliseconds per call. Accuracies are a deterministic function of the run settings.
 Every call is appended to $FAKE_FEDHET_LOG (one line: command and run id or dataset).
 
-Like `fedhet.cli.main`, a GPU command first claims its share of the GPUs (fedhet.gpushare).
+Like `fedhet.cli.main`, a GPU command first claims its share of the GPUs (fedhet.local.gpushare).
 Where set: $FAKE_FEDHET_DEVICES gets one JSON line per GPU command (the CUDA_VISIBLE_DEVICES
 it ran with, whether a fork server ran it, when it ran), $FAKE_FEDHET_SECONDS makes it last
 that long, and $FAKE_FEDHET_FORKSERVER names a fork server whose workers run this fake."""
@@ -26,7 +26,7 @@ def log(line: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from fedhet.gpushare import GPU_COMMANDS, claim_for_command
+    from fedhet.local.gpushare import GPU_COMMANDS, claim_for_command
 
     claim_for_command(argv)
     code = served(argv)
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in GPU_COMMANDS and os.environ.get("FAKE_FEDHET_DEVICES"):
         record = {"command": argv[0], "pid": os.getpid(), "start": start, "end": time.time(),
                   "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                  "served": "fedhet.forkserver" in sys.modules}
+                  "served": "fedhet.local.server" in sys.modules}
         with open(os.environ["FAKE_FEDHET_DEVICES"], "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
     return code
@@ -49,7 +49,7 @@ def served(argv: list[str]) -> int | None:
     path = os.environ.pop("FAKE_FEDHET_FORKSERVER", None)  # the worker runs it here
     if not path:
         return None
-    from fedhet.forkclient import ENV, run_remote
+    from fedhet.local.protocol import ENV, run_remote
 
     os.environ[ENV] = path
     try:

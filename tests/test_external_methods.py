@@ -201,7 +201,7 @@ def test_an_implementation_that_fails_to_import_is_named_and_stops_no_fork_serve
     with pytest.raises(ImportError, match="plugin 'badimpl' of toy-badimpl 0.4: cannot import "
                        "its module toy_bad.plugin: RuntimeError: half-written"):
         catalog.implementation("badimpl")
-    from fedhet.forkserver import _preload
+    from fedhet.local.server import _preload
 
     _preload()  # fedhet's own methods only: the server starts whatever other packages hold
 
@@ -228,18 +228,18 @@ def test_the_installed_packages_fingerprint_follows_install_edit_and_removal(sit
 def test_a_fork_server_serves_no_edited_external_method(site, tmp_path, monkeypatch):
     """A server started with the toy package serves its commands until the package's source
     changes; then each command runs in its own process and says why."""
-    from fedhet import forkclient
+    from fedhet.local import launcher, protocol
 
     _toy(site)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site.root), str(SRC)]),
            "OMP_NUM_THREADS": "1"}
-    env.pop(forkclient.ENV, None)
+    env.pop(protocol.ENV, None)
     monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])  # the server finds the package too
-    server = forkclient.start_server(tmp_path / "server.log", max_jobs=2)
+    server = launcher.start_server(tmp_path / "server.log", max_jobs=2)
     try:
         def methods() -> subprocess.CompletedProcess:
             done = subprocess.run([sys.executable, "-m", "fedhet.cli", "methods"],
-                                  env={**env, forkclient.ENV: server.address}, cwd=tmp_path,
+                                  env={**env, protocol.ENV: server.address}, cwd=tmp_path,
                                   capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, done.stderr
             return done
@@ -256,4 +256,4 @@ def test_a_fork_server_serves_no_edited_external_method(site, tmp_path, monkeypa
                "server started" in alone.stderr
         assert "running this command in its own process" in alone.stderr
     finally:
-        forkclient.stop_server(server.process)
+        launcher.stop_server(server.process)

@@ -20,14 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import fedhet.forkclient as forkclient
-from fedhet import jobstate, peercred, sockdir
+from fedhet.local import jobstate, launcher, peercred, protocol, sockdir
 from tiny_runs import tiny_run
 
 ROOT = Path(__file__).resolve().parents[1]
 # The server run with the kernel's answer about each connecting peer shifted to another uid
 # (the CI user cannot switch users).
-OTHER_UID_PEERS = ("import dataclasses, sys, fedhet.forkserver as s; real = s.peer; "
+OTHER_UID_PEERS = ("import dataclasses, sys, fedhet.local.server as s; real = s.peer; "
                    "s.peer = lambda c: dataclasses.replace(real(c), uid=real(c).uid + 1); "
                    "sys.exit(s.main(sys.argv[1:]))")
 
@@ -50,12 +49,12 @@ def descendants(pid: int) -> list[int]:
 
 def start(tmp_path: Path, max_jobs: int = 4, command: list[str] | None = None):
     log = tmp_path / "server.log"
-    return forkclient.start_server(log, max_jobs=max_jobs, command=command), log
+    return launcher.start_server(log, max_jobs=max_jobs, command=command), log
 
 
 def stop(server) -> None:
-    path = forkclient.parse_address(server.address)[1]
-    forkclient.stop_server(server.process)
+    path = protocol.parse_address(server.address)[1]
+    launcher.stop_server(server.process)
     assert not os.path.exists(os.path.dirname(path)), "the server left its directory behind"
 
 
@@ -74,9 +73,9 @@ def server(served):
 
 def fedhet(args: list[str], address: str | None, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop(forkclient.ENV, None)
+    env.pop(protocol.ENV, None)
     if address is not None:
-        env[forkclient.ENV] = address
+        env[protocol.ENV] = address
     return subprocess.run([sys.executable, "-m", "fedhet.cli", *args], env=env,
                           capture_output=True, text=True, **kw)
 
@@ -87,7 +86,7 @@ def long_job(tmp_path: Path, address: str) -> subprocess.Popen:
     run["training"]["rounds"] = 100000
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(run))
-    env = {**os.environ, forkclient.ENV: address}
+    env = {**os.environ, protocol.ENV: address}
     return subprocess.Popen([sys.executable, "-m", "fedhet.cli", "train", "--config", str(config),
                              "--out", str(tmp_path / "out")], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -128,7 +127,7 @@ import os
 import sys
 from pathlib import Path
 
-from fedhet.forkclient import run_script_on_server
+from fedhet.local.protocol import run_script_on_server
 
 run_script_on_server(sys.argv[0])
 preloaded = "seaborn" in sys.modules  # only the server has imported it before the script
@@ -147,9 +146,9 @@ def test_a_workflow_script_runs_on_the_server_as_it_would_alone(tmp_path, server
 
     def run(address: str | None, code: int) -> subprocess.CompletedProcess:
         env = {**os.environ, "SCRIPT_EXIT": str(code)}
-        env.pop(forkclient.ENV, None)
+        env.pop(protocol.ENV, None)
         if address is not None:
-            env[forkclient.ENV] = address
+            env[protocol.ENV] = address
         return subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                               text=True)
 
@@ -163,7 +162,7 @@ def test_a_workflow_script_runs_on_the_server_as_it_would_alone(tmp_path, server
 
 
 def test_a_killed_job_takes_its_worker_with_it(tmp_path, server):
-    pid = forkclient.parse_address(server)[0]
+    pid = protocol.parse_address(server)[0]
     job = long_job(tmp_path, server)
     wait_for(lambda: len(descendants(pid)) >= 3, "the job never started on the server")
     job.kill()
@@ -172,15 +171,15 @@ def test_a_killed_job_takes_its_worker_with_it(tmp_path, server):
 
 
 def test_no_server_or_a_stale_one_runs_the_command_here(tmp_path, server, monkeypatch, capfd):
-    monkeypatch.setenv(forkclient.ENV, f"{os.getpid()}:{tmp_path / 'none.sock'}")
-    assert forkclient.run_remote(["run-id"]) is None
+    monkeypatch.setenv(protocol.ENV, f"{os.getpid()}:{tmp_path / 'none.sock'}")
+    assert protocol.run_remote(["run-id"]) is None
     assert "not reachable" in capfd.readouterr().err
-    monkeypatch.setenv(forkclient.ENV, str(tmp_path / "none.sock"))  # no pid
-    assert forkclient.run_remote(["run-id"]) is None
+    monkeypatch.setenv(protocol.ENV, str(tmp_path / "none.sock"))  # no pid
+    assert protocol.run_remote(["run-id"]) is None
     assert "not <server pid>:<socket path>" in capfd.readouterr().err
-    monkeypatch.setenv(forkclient.ENV, server)
-    monkeypatch.setattr(forkclient, "fingerprint", lambda: time.time() + 3600)  # edited since
-    assert forkclient.run_remote(["run-id"]) is None
+    monkeypatch.setenv(protocol.ENV, server)
+    monkeypatch.setattr(protocol, "fingerprint", lambda: time.time() + 3600)  # edited since
+    assert protocol.run_remote(["run-id"]) is None
     err = capfd.readouterr().err
     assert "declined it: a fedhet source file changed after the server started" in err
     assert "another installation" not in err
@@ -188,9 +187,9 @@ def test_no_server_or_a_stale_one_runs_the_command_here(tmp_path, server, monkey
 
 def test_the_server_names_why_it_declines(monkeypatch):
     from fedhet import external
-    from fedhet.forkserver import _decline_reason, _methods_changed
+    from fedhet.local.server import _decline_reason, _methods_changed
 
-    ours = {"python": os.path.realpath(sys.executable), "package": str(forkclient.PACKAGE),
+    ours = {"python": os.path.realpath(sys.executable), "package": str(protocol.PACKAGE),
             "fingerprint": 1.0, "state": jobstate.capture()}
     assert _decline_reason(ours, started=2.0, nfds=2) is None
     nicer = {**ours["state"], "nice": ours["state"]["nice"] - 1}  # it takes privileges
@@ -216,13 +215,13 @@ def test_a_fedhet_command_of_another_python_is_found_before_any_job(tmp_path, mo
 
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     command(f"#!{sys.executable}")
-    assert forkclient.command_mismatch() is None
+    assert launcher.command_mismatch() is None
     command("#!/opt/other-venv/bin/python")
-    assert "runs /opt/other-venv/bin/python" in forkclient.command_mismatch()
+    assert "runs /opt/other-venv/bin/python" in launcher.command_mismatch()
     command("#!/usr/bin/env bash")  # a shim: nothing to compare
-    assert forkclient.command_mismatch() is None
+    assert launcher.command_mismatch() is None
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert "not on PATH" in forkclient.command_mismatch()
+    assert "not on PATH" in launcher.command_mismatch()
 
 
 # ----------------------------------------------------------------------------- who reaches it
@@ -235,7 +234,7 @@ def test_the_socket_is_private_whatever_the_umask(tmp_path):
     finally:
         os.umask(old)
     try:
-        pid, path = forkclient.parse_address(server.address)
+        pid, path = protocol.parse_address(server.address)
         assert pid == server.process.pid
         directory = os.lstat(os.path.dirname(path))
         assert stat.S_ISDIR(directory.st_mode) and directory.st_uid == os.getuid()
@@ -266,10 +265,10 @@ def test_the_kernel_names_the_peer():
 
 
 def test_without_a_peer_check_the_server_does_not_start_and_says_why(tmp_path):
-    no_check = ("import sys, fedhet.forkserver as s, fedhet.peercred as p\n"
+    no_check = ("import sys, fedhet.local.server as s, fedhet.local.peercred as p\n"
                 "def unavailable(): raise p.Unavailable('this system has none')\n"
                 "s.check_available = unavailable\nsys.exit(s.main(sys.argv[1:]))")
-    with pytest.raises(forkclient.NotStarted, match="exited with status 1"):
+    with pytest.raises(launcher.NotStarted, match="exited with status 1"):
         start(tmp_path, command=[sys.executable, "-c", no_check])
     assert "could not check who connects (this system has none)" in (
         tmp_path / "server.log").read_text()
@@ -282,8 +281,8 @@ def test_a_socket_served_by_another_process_gets_nothing(tmp_path, server, monke
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as squatter:
         squatter.bind(str(planted))
         squatter.listen(1)
-        monkeypatch.setenv(forkclient.ENV, f"{forkclient.parse_address(server)[0]}:{planted}")
-        assert forkclient.run_remote(["run-id"]) is None
+        monkeypatch.setenv(protocol.ENV, f"{protocol.parse_address(server)[0]}:{planted}")
+        assert protocol.run_remote(["run-id"]) is None
         conn, _ = squatter.accept()
         conn.settimeout(5)
         with conn:
@@ -295,10 +294,10 @@ def test_a_socket_served_by_another_process_gets_nothing(tmp_path, server, monke
 
 def test_a_server_running_as_another_uid_is_not_used(served, monkeypatch, capfd):
     address, log = served
-    real = forkclient.peer
-    monkeypatch.setattr(forkclient, "peer", lambda c: peercred.Peer(real(c).pid, real(c).uid + 1))
-    monkeypatch.setenv(forkclient.ENV, address)
-    assert forkclient.run_remote(["run-id"]) is None
+    real = protocol.peer
+    monkeypatch.setattr(protocol, "peer", lambda c: peercred.Peer(real(c).pid, real(c).uid + 1))
+    monkeypatch.setenv(protocol.ENV, address)
+    assert protocol.run_remote(["run-id"]) is None
     assert f"of uid {os.getuid() + 1}, not by the fork server" in capfd.readouterr().err
     assert "ran `fedhet" not in log.read_text() and "declined" not in log.read_text()
 
@@ -306,8 +305,8 @@ def test_a_server_running_as_another_uid_is_not_used(served, monkeypatch, capfd)
 def test_the_server_drops_a_peer_of_another_uid(tmp_path, monkeypatch, capfd):
     server, log = start(tmp_path, command=[sys.executable, "-c", OTHER_UID_PEERS])
     try:
-        monkeypatch.setenv(forkclient.ENV, server.address)
-        assert forkclient.run_remote(["run-id"]) is None
+        monkeypatch.setenv(protocol.ENV, server.address)
+        assert protocol.run_remote(["run-id"]) is None
         assert "socket failed (" in capfd.readouterr().err  # dropped unread: a reset
         assert f"refused a connection from uid {os.getuid() + 1}" in log.read_text()
         assert "ran `fedhet" not in log.read_text()
@@ -317,20 +316,20 @@ def test_the_server_drops_a_peer_of_another_uid(tmp_path, monkeypatch, capfd):
 
 def test_an_oversized_request_is_refused(served, monkeypatch, capfd):
     address, log = served
-    path = forkclient.parse_address(address)[1]
-    size = forkclient.MAX_REQUEST + 1
+    path = protocol.parse_address(address)[1]
+    size = protocol.MAX_REQUEST + 1
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(30)  # a server that waits for the announced bytes fails here
         conn.connect(path)
         socket.send_fds(conn, [struct.pack(">I", size)], [1, 2])
-        code, length = struct.unpack(">iI", forkclient.recv_exactly(conn, 8))
-        reason = forkclient.recv_exactly(conn, length).decode()
-    assert code == forkclient.DECLINED
-    assert f"its request is {size} bytes, over the cap of {forkclient.MAX_REQUEST}" in reason
+        code, length = struct.unpack(">iI", protocol.recv_exactly(conn, 8))
+        reason = protocol.recv_exactly(conn, length).decode()
+    assert code == protocol.DECLINED
+    assert f"its request is {size} bytes, over the cap of {protocol.MAX_REQUEST}" in reason
     assert reason in log.read_text()
-    monkeypatch.setattr(forkclient, "MAX_REQUEST", 100)  # the client does not send one either
-    monkeypatch.setenv(forkclient.ENV, address)
-    assert forkclient.run_remote(["run-id"]) is None
+    monkeypatch.setattr(protocol, "MAX_REQUEST", 100)  # the client does not send one either
+    monkeypatch.setenv(protocol.ENV, address)
+    assert protocol.run_remote(["run-id"]) is None
     assert "over the cap of 100" in capfd.readouterr().err
 
 
@@ -340,8 +339,8 @@ def test_a_job_over_the_cap_runs_in_its_own_process_and_the_log_says_so(tmp_path
     job = long_job(tmp_path, server.address)
     try:
         wait_for(lambda: len(descendants(server.process.pid)) >= 3, "the job never started")
-        monkeypatch.setenv(forkclient.ENV, server.address)
-        assert forkclient.run_remote(["run-id"]) is None
+        monkeypatch.setenv(protocol.ENV, server.address)
+        assert protocol.run_remote(["run-id"]) is None
         assert "the fork server already runs 1 job(s), as many as Snakemake runs at once" in (
             capfd.readouterr().err)
         assert (f"declined the job of pid {os.getpid()}: the fork server already runs 1 job(s)"
@@ -397,7 +396,7 @@ def test_what_is_planted_at_the_old_path_is_never_used(tmp_path, planted):
     target = f"resources/partitions/{sorted(exp.partitions)[0]}.npz"  # prepare-data, partition
     record = tmp_path / "squatter.log"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env.pop(forkclient.ENV, None)
+    env.pop(protocol.ENV, None)
     proc = subprocess.Popen([sys.executable, "-c", PLANT, planted, str(record), "--cores", "2",
                              target], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

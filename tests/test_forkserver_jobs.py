@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-import fedhet.forkclient as forkclient
+from fedhet.local import launcher, protocol
 from test_forkserver import start, stop, wait_for
 
 # A workflow script handed to the server: it holds a lock while it runs (a second copy at the
@@ -27,7 +27,7 @@ from test_forkserver import start, stop, wait_for
 JOB = textwrap.dedent("""
     import fcntl, os, subprocess, sys, time
     from pathlib import Path
-    from fedhet.forkclient import run_script_on_server
+    from fedhet.local.protocol import run_script_on_server
 
     run_script_on_server(sys.argv[0])
     here = Path(__file__).parent
@@ -59,7 +59,7 @@ STATE = textwrap.dedent("""
     import json, os, resource, signal, sys
     from pathlib import Path
     from fedhet.atomic import write_text
-    from fedhet.forkclient import run_script_on_server
+    from fedhet.local.protocol import run_script_on_server
 
     run_script_on_server(sys.argv[0])
     here = Path(__file__).parent
@@ -94,9 +94,9 @@ def script(tmp_path: Path, text: str) -> Path:
 def run_job(tmp_path: Path, address: str | None, steps: int, **popen) -> subprocess.Popen:
     """The JOB script through the server at `address`, its output in job/job.log."""
     env = {**os.environ, "STEPS": str(steps)}
-    env.pop(forkclient.ENV, None)
+    env.pop(protocol.ENV, None)
     if address is not None:
-        env[forkclient.ENV] = address
+        env[protocol.ENV] = address
     path = script(tmp_path, JOB)
     with open(path.parent / "job.log", "w") as log:
         return subprocess.Popen([sys.executable, str(path)], env=env, stdout=log,
@@ -214,9 +214,9 @@ def test_a_served_job_keeps_its_umask_limits_niceness_and_signals(tmp_path):
     path = script(tmp_path, STATE)
 
     def run(address: str | None) -> dict:
-        env = {k: v for k, v in os.environ.items() if k != forkclient.ENV}
+        env = {k: v for k, v in os.environ.items() if k != protocol.ENV}
         if address is not None:
-            env[forkclient.ENV] = address
+            env[protocol.ENV] = address
         for name in ("plain.txt", "atomic.txt"):
             (path.parent / name).unlink(missing_ok=True)
         done = subprocess.run([sys.executable, str(path)], env=env, capture_output=True,
@@ -247,11 +247,11 @@ def test_a_directory_swapped_for_a_link_is_not_followed_at_cleanup(tmp_path, mon
     victim.mkdir()
     (victim / "socket").write_text("the victim's")
     server, log = start(tmp_path)
-    directory = Path(forkclient.parse_address(server.address)[1]).parent
+    directory = Path(protocol.parse_address(server.address)[1]).parent
     moved = directory.with_name(directory.name + "-moved")
     directory.rename(moved)
     directory.symlink_to(victim)
-    forkclient.stop_server(server.process)
+    launcher.stop_server(server.process)
     assert (victim / "socket").read_text() == "the victim's"
     assert not (moved / "socket").exists()  # its own socket, found through its descriptor
     text = log.read_text()
@@ -263,10 +263,10 @@ def test_clients_that_send_nothing_trickle_or_garble_leave_no_traceback(tmp_path
     """The whole request must arrive within the deadline (2 s here): a silent client and one
     that sends its request a byte at a time, each byte well within the deadline, are dropped by
     then; garbage is declined; no traceback."""
-    quick = ("import sys, fedhet.forkserver as s; s.REQUEST_SECONDS = 2.0; "
+    quick = ("import sys, fedhet.local.server as s; s.REQUEST_SECONDS = 2.0; "
              "sys.exit(s.main(sys.argv[1:]))")
     server, log = start(tmp_path, command=[sys.executable, "-c", quick])
-    path = forkclient.parse_address(server.address)[1]
+    path = protocol.parse_address(server.address)[1]
     try:
         with socket.socket(socket.AF_UNIX) as silent, socket.socket(socket.AF_UNIX) as trickle:
             silent.connect(path)
@@ -291,8 +291,8 @@ def test_clients_that_send_nothing_trickle_or_garble_leave_no_traceback(tmp_path
             garbled.connect(path)
             socket.send_fds(garbled, [b"\0\0\0\x05{\"a\":"], [1, 2])
             garbled.settimeout(10)
-            code = int.from_bytes(forkclient.recv_exactly(garbled, 4), "big", signed=True)
-            assert code == forkclient.DECLINED
+            code = int.from_bytes(protocol.recv_exactly(garbled, 4), "big", signed=True)
+            assert code == protocol.DECLINED
     finally:
         stop(server)
     text = log.read_text()

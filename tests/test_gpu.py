@@ -234,8 +234,8 @@ def test_a_process_that_started_cuda_forks_no_worker():
     was forked from (torch marks that child a bad fork), instead of forking a worker."""
     script = textwrap.dedent("""
         import os, sys, torch
-        from fedhet.forkserver import _decline_reason
-        from fedhet.forkclient import PACKAGE
+        from fedhet.local.protocol import PACKAGE
+        from fedhet.local.server import _decline_reason
         request = {"python": os.path.realpath(sys.executable), "package": str(PACKAGE),
                    "fingerprint": 0.0}
         print("before:", _decline_reason(request, 1.0, 2), flush=True)
@@ -259,25 +259,25 @@ def test_a_process_that_started_cuda_forks_no_worker():
 def train_through_the_server_and_alone(run: dict, tmp_path: Path, monkeypatch,
                                        device: str) -> None:
     """`fedhet train` of `run` through a fork server started as the workflow starts it
-    (`forkclient.start_server`) and in a process of its own: the served job ran in the server's
-    worker, on `device`, and gave the numbers of the run alone."""
-    import fedhet.forkclient as forkclient
+    (`fedhet.local.launcher.start_server`) and in a process of its own: the served job ran in
+    the server's worker, on `device`, and gave the numbers of the run alone."""
+    from fedhet.local import launcher, protocol
 
     # the server, and the commands, run this checkout's package
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [SRC,
                                                                  os.environ.get("PYTHONPATH")])))
-    monkeypatch.delenv(forkclient.ENV, raising=False)
+    monkeypatch.delenv(protocol.ENV, raising=False)
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(run))
     args = ["train", "--config", str(config)]
     log = tmp_path / "server.log"
-    server = forkclient.start_server(log, max_jobs=1)
+    server = launcher.start_server(log, max_jobs=1)
     try:
         served = subprocess.run([sys.executable, "-m", "fedhet.cli", *args, "--out",
                                  str(tmp_path / "served")], capture_output=True, text=True,
-                                env={**os.environ, forkclient.ENV: server.address})
+                                env={**os.environ, protocol.ENV: server.address})
     finally:
-        forkclient.stop_server(server.process)
+        launcher.stop_server(server.process)
     alone = fedhet([*args, "--out", str(tmp_path / "alone")])
     server_log = log.read_text()
     assert served.returncode == 0 and alone.returncode == 0, served.stderr + alone.stderr

@@ -27,14 +27,14 @@ SERVER = textwrap.dedent(f"""
     sys.path.insert(0, {str(TESTS)!r})
     import fake_fedhet
     import fedhet.cli
-    import fedhet.forkserver as forkserver
+    import fedhet.local.server as server
 
     fedhet.cli.main = fake_fedhet.main
-    forkserver._preload = lambda: None  # the fake needs no torch
-    forkserver._decline_reason = lambda request, started, nfds: (
+    server._preload = lambda: None  # the fake needs no torch
+    server._decline_reason = lambda request, started, nfds: (
         "calibrations run in their own process here" if request["argv"][0] == "calibrate"
         else None)
-    sys.exit(forkserver.main(sys.argv[1:]))
+    sys.exit(server.main(sys.argv[1:]))
 """)
 
 
@@ -111,7 +111,7 @@ def test_served_and_declined_jobs_each_get_a_share_of_their_own(tmp_path):
     """runs_per_gpu=2 on 2 GPUs: Snakemake starts at most 4 GPU jobs (no --resources given),
     each on one GPU, never more than 2 on one; jobs the fork server runs (training) and jobs
     it declines (calibration) alike."""
-    from fedhet.forkclient import start_server, stop_server
+    from fedhet.local.launcher import start_server, stop_server
 
     env = gpu_env(tmp_path, gpus=2)
     (tmp_path / "server.py").write_text(SERVER)

@@ -1,5 +1,5 @@
-"""fedhet.gpushare: the shares of a workstation's GPUs that local GPU jobs claim. Real processes
-claim, hold and get killed; the devices are a fake list (no GPU needed)."""
+"""fedhet.local.gpushare: the shares of a workstation's GPUs that local GPU jobs claim. Real
+processes claim, hold and get killed; the devices are a fake list (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fedhet import gpushare
-from fedhet.gpushare import Plan
+from fedhet.local import gpushare
+from fedhet.local.gpushare import Plan
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -25,7 +25,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 # RECORD (one JSON line when it has it, one when it lets go) and keeps it HOLD seconds
 HOLDER = textwrap.dedent("""
     import json, os, sys, time
-    from fedhet.gpushare import claim_for_command
+    from fedhet.local.gpushare import claim_for_command
     claim_for_command(["train"])
     def record(event):
         with open(sys.argv[1], "a") as fh:
@@ -176,7 +176,7 @@ def test_a_share_stays_busy_while_a_process_given_it_lives(tmp_path):
     slots = str(gpushare.slot_path(Path(p.directory), "0", 0))
     worker = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\n"
-         "from fedhet.gpushare import claim_for_command\n"
+         "from fedhet.local.gpushare import claim_for_command\n"
          "claim_for_command(['train'])\nprint('held', flush=True)\ntime.sleep(600)"],
         env={**os.environ, "PYTHONPATH": SRC, gpushare.SLOTS_ENV: slots,
              gpushare.PLAN_ENV: p.to_env()},

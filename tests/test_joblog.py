@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedhet import joblog
+from fedhet.local import joblog
 from fedhet.cli import main
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from fedhet.config import ConfigError, resolve_run, run_id
 from fedhet.engine import modes
-from fedhet.forkserver import _decline_reason
+from fedhet.local.server import _decline_reason
 from fedhet.settings import SETTINGS
 from fedhet.train import train
 from run_outputs import run_outputs, without_step_time
@@ -220,9 +220,9 @@ def test_the_fork_server_forks_no_worker_once_cuda_started(monkeypatch):
     import os
     import sys
 
-    import fedhet.forkclient as forkclient
+    from fedhet.local import protocol
 
-    ours = {"python": os.path.realpath(sys.executable), "package": str(forkclient.PACKAGE),
+    ours = {"python": os.path.realpath(sys.executable), "package": str(protocol.PACKAGE),
             "fingerprint": 1.0}
     assert _decline_reason(ours, started=2.0, nfds=2) is None
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # in the server itself

@@ -165,8 +165,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def cmd_timing(args: argparse.Namespace) -> int:
-    """Where a workflow run's time went, from Snakemake's log (fedhet.joblog)."""
-    from fedhet import joblog
+    """Where a workflow run's time went, from Snakemake's log (fedhet.local.joblog)."""
+    from fedhet.local import joblog
 
     here = joblog.load(args.log)
     print(joblog.summary(here, args.cores))
@@ -348,8 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fedhet.forkclient import run_remote
-    from fedhet.gpushare import claim_for_command
+    from fedhet.local.gpushare import claim_for_command
+    from fedhet.local.protocol import run_remote
 
     argv = sys.argv[1:] if argv is None else list(argv)
     claim_for_command(argv)  # a local workflow job's GPUs, wherever the command then runs

@@ -15,13 +15,14 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from fedhet import catalog, gpushare, names, papers
+from fedhet import catalog, names, papers
 from fedhet import experiments as X
 from fedhet.config import ConfigError
 from fedhet.figures.kinds import FIGURE_KINDS
-from fedhet.forkclient import ENV as FORKSERVER_ENV
-from fedhet.forkclient import NotStarted as ForkServerNotStarted
-from fedhet.forkclient import command_mismatch, start_server, stop_server
+from fedhet.local import gpushare
+from fedhet.local.launcher import NotStarted as ForkServerNotStarted
+from fedhet.local.launcher import command_mismatch, start_server, stop_server
+from fedhet.local.protocol import ENV as FORKSERVER_ENV
 
 ROOT = Path(workflow.basedir)
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -131,7 +132,7 @@ RUNS_PER_GPU = int(config.get("runs_per_gpu") or RES.get("runs_per_gpu", 1))
 def share_gpus():
     """A run on this machine with GPUs: at most visible GPUs × runs_per_gpu GPU jobs at once
     (unless `--resources gpu=N` says otherwise), each with a share of its own; the jobs'
-    `fedhet` commands claim it from the plan in $FEDHET_GPU_SHARES (fedhet.gpushare),
+    `fedhet` commands claim it from the plan in $FEDHET_GPU_SHARES (fedhet.local.gpushare),
     whether the fork server runs them or not. A cluster gives each job its GPUs; a cluster
     job running a group of jobs shares out the GPUs it was given the same way."""
     if workflow.subprocess_exec:
@@ -164,8 +165,8 @@ FORKSERVER_LOG = ".snakemake/log/fedhet-forkserver.log"
 
 
 def start_forkserver():
-    """Start `python -m fedhet.forkserver` for the jobs of this run on this machine, as many at
-    once as Snakemake runs, and point them at it ($FEDHET_FORKSERVER, told by the server); it
+    """Start `python -m fedhet.local.server` for the jobs of this run on this machine, as many
+    at once as Snakemake runs, and point them at it ($FEDHET_FORKSERVER, told by the server); it
     exits with this Snakemake process. Not for jobs sent to a cluster, nor with
     `forkserver: false`."""
     if not workflow.local_exec or not config["forkserver"]:

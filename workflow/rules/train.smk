@@ -4,9 +4,9 @@
 # resumes from its last checkpoint instead of starting over.
 #
 # No `benchmark:` here, nor on the calibration and artefact jobs: a job's shell only asks the
-# fork server (fedhet.forkserver) to run it, so a benchmark would time that thin client (its memory,
-# its CPU), and Snakemake samples it through /proc twice a second for its first 15 s, which costs
-# its own process about 0.1 s a job. A run's seconds are in its metrics.jsonl (`seconds`,
+# fork server (fedhet.local.server) to run it, so a benchmark would time that thin client (its
+# memory, its CPU), and Snakemake samples it through /proc twice a second for its first 15 s, which
+# costs its own process about 0.1 s a job. A run's seconds are in its metrics.jsonl (`seconds`,
 # `round_seconds`) and final.json (`mean_step_seconds`).
 
 

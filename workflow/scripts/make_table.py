@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from fedhet.forkclient import run_script_on_server
+from fedhet.local.protocol import run_script_on_server
 
 run_script_on_server(sys.argv[0])  # on the workflow's fork server, when one runs this job
 

@@ -1,6 +1,6 @@
-"""The processes of one job on the fork server (`fedhet.forkserver`), started by the job's
+"""The processes of one job on the fork server (`fedhet.local.server`), started by the job's
 handler: the worker, which becomes the job's process and runs its command, and the worker's
-guard (`fedhet.lifeline.guard`). The worker leads a process group of its own, which what it
+guard (`fedhet.local.lifeline.guard`). The worker leads a process group of its own, which what it
 starts and the guard join; it starts the command only once its client knows its pid, and ends
 with its handler: the guard kills the group when the handler ends before the job, and on Linux
 the kernel kills the worker then too. A handler whose client went away ends the group."""
@@ -16,8 +16,8 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from fedhet import jobstate, lifeline
-from fedhet.forkclient import ENV, GO, RUNNING
+from fedhet.local import jobstate, lifeline
+from fedhet.local.protocol import ENV, GO, RUNNING
 
 STOP_SECONDS = 5.0  # how long a stopped job's processes have to exit on SIGTERM
 

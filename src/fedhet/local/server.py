@@ -1,25 +1,25 @@
 """A local fork server: `fedhet` commands of one Snakemake run start from a process that has
 already imported torch, instead of importing it again (about 1.5 CPU-seconds per job, a fifth
 of a demo training job). The workflow's table and figure scripts hand themselves to it as
-`fedhet run-script` (`forkclient.run_script_on_server`): pandas, matplotlib and seaborn are
-imported there already (a demo figure job's 3.9 s become about 1.5 s).
+`fedhet run-script` (`fedhet.local.protocol.run_script_on_server`): pandas, matplotlib and
+seaborn are imported there already (a demo figure job's 3.9 s become about 1.5 s).
 
-The workflow starts `python -m fedhet.forkserver` when it runs jobs on this machine
-(`fedhet.forkclient.start_server`) and sets `FEDHET_FORKSERVER` to `<server pid>:<socket>` for
-the jobs. A `fedhet` command that finds the variable checks that the socket is served by that
+The workflow starts `python -m fedhet.local.server` when it runs jobs on this machine
+(`fedhet.local.launcher.start_server`) and sets `FEDHET_FORKSERVER` to `<server pid>:<socket>`
+for the jobs. A `fedhet` command that finds the variable checks that the socket is served by that
 pid as its own user, sends its arguments, working directory, environment and its stdout/stderr
 to the server and waits; the server forks a worker that runs the command exactly as
 `fedhet.cli.main` would in a fresh process (same code, same settings: the numbers do not
 change) with the job's whole environment, thread count and output files, and what else its
 process would have inherited (umask, resource limits, niceness, CPUs, blocked and ignored
-signals: `fedhet.jobstate`), and returns its exit status.
+signals: `fedhet.local.jobstate`), and returns its exit status.
 
-A worker never outlives its job (`fedhet.forkjob`, `fedhet.lifeline`): it leads a process group
-of its own, and when the job is killed (its client goes away) the handler ends that group; when
-the handler itself ends, a guard process in the group kills it (and on Linux the kernel kills
-the worker). A client whose server went away runs the command itself, but only once it has
-ended what is left of the worker, which it knows from the server before the job begins: two
-copies of one job never run at once.
+A worker never outlives its job (`fedhet.local.forkjob`, `fedhet.local.lifeline`): it leads a
+process group of its own, and when the job is killed (its client goes away) the handler ends
+that group; when the handler itself ends, a guard process in the group kills it (and on Linux
+the kernel kills the worker). A client whose server went away runs the command itself, but
+only once it has ended what is left of the worker, which it knows from the server before the
+job begins: two copies of one job never run at once.
 
 The command runs in its own process instead, and says why on stderr, when there is no server,
 when the socket is not the server's, when the server runs another installation or Python, when
@@ -31,7 +31,7 @@ already run on it.
 
 Only its own user reaches it: the socket lives in a directory of mode 0700 with an
 unpredictable name that the server creates (and removes when it stops, through descriptors:
-only what it made, `fedhet.sockdir`), bound with umask 077, and the server drops any
+only what it made, `fedhet.local.sockdir`), bound with umask 077, and the server drops any
 connection whose peer (as the kernel says) runs as another uid. On a system where it cannot
 ask the kernel who connects, it does not start.
 
@@ -57,10 +57,11 @@ import tempfile
 import time
 import traceback
 
-from fedhet import external, forkjob, jobstate, sockdir
+from fedhet import external
 from fedhet.atomic import pid_alive
-from fedhet.forkclient import DECLINED, MAX_REQUEST, PACKAGE, fingerprint
-from fedhet.peercred import Peer, Unavailable, check_available, peer
+from fedhet.local import forkjob, jobstate, sockdir
+from fedhet.local.peercred import Peer, Unavailable, check_available, peer
+from fedhet.local.protocol import DECLINED, MAX_REQUEST, PACKAGE, fingerprint
 
 REQUEST_SECONDS = 60.0  # a client that has connected sends its whole request within this
 FULL_WAIT_SECONDS = 2.0  # at the cap, how long a new job waits for a finished job's handler
@@ -388,7 +389,7 @@ def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fedhet.forkserver", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m fedhet.local.server", description=__doc__)
     parser.add_argument("--max-jobs", type=int, required=True,
                         help="jobs served at once (no fewer than Snakemake runs at once)")
     parser.add_argument("--ready-fd", type=int,
