@@ -13,7 +13,7 @@
 #      CIFAR-shaped images, batch 128, one FedAvg round in the fastest mode and in the default
 #      (what a run computes in unless its scale sets a mode; `fedhet bench --round-time` alone
 #      measures every mode): our engine with clients one at a time, stacked, and the reference
-#      loop (fedhet/bench_round.py)
+#      loop (fedhet/bench/paper_round.py)
 #   3. four paper-sized runs (ResNet-18, batch 64) one after another, then sharing the GPU
 #   4. one real-data run: VHL Table 2's Fashion-MNIST cell (FedAvg, alpha 0.1, 1 epoch, 10
 #      clients) at the small scale, fedhet train --set training.rounds=3
@@ -89,7 +89,7 @@ else
   # ~26 s: 219 s of the 235 before the summary.
   limits=(90 45 72 30)
   budget=240
-  # the fastest mode (fedhet.bench_round.GPU_MODES[0]) and the default
+  # the fastest mode (fedhet.engine.modes.GPU_MODES[0]) and the default
   round_args=(--device cuda --modes bf16+channels_last+cudnn_benchmark,default)
 fi
 # one interpreter start for both checks: importing torch takes seconds
@@ -99,7 +99,7 @@ import sys
 try:
     import torch
 
-    import fedhet.bench_round, fedhet.cli, fedhet.gpucheck.parts  # noqa: F401,E401
+    import fedhet.bench.gpucheck.parts, fedhet.bench.paper_round, fedhet.cli  # noqa: F401,E401
 except ImportError as err:
     sys.exit(f"gpu-check: {err}; the check needs torch, torchvision, numpy, PyYAML and pytest, "
              "and runs the package from src/")
@@ -141,22 +141,22 @@ part() {
   echo "::: $name: exit $rc after $((SECONDS - t0)) s"
   if [ "$rc" -ne 0 ]; then
     any_failed=1
-    "$python" -m fedhet.gpucheck failed --out "$out" --what "$name" --note "$why" "${flag[@]}"
+    "$python" -m fedhet.bench.gpucheck failed --out "$out" --what "$name" --note "$why" "${flag[@]}"
   fi
 }
 
 common=(--out "$out" --work "$work" "${flag[@]}")
-part "pytest -m gpu" "${limits[0]}" "$python" -m fedhet.gpucheck tests "${common[@]}"
+part "pytest -m gpu" "${limits[0]}" "$python" -m fedhet.bench.gpucheck tests "${common[@]}"
 part "paper round" "${limits[1]}" "$python" -m fedhet.cli bench --round-only --records "$out" \
   "${round_args[@]}"
-part "runs sharing the device" "${limits[2]}" "$python" -m fedhet.gpucheck shared-runs \
+part "runs sharing the device" "${limits[2]}" "$python" -m fedhet.bench.gpucheck shared-runs \
   "${common[@]}"
-part "real-data run" "${limits[3]}" "$python" -m fedhet.gpucheck real-run --fmnist "$fmnist" \
+part "real-data run" "${limits[3]}" "$python" -m fedhet.bench.gpucheck real-run --fmnist "$fmnist" \
   "${common[@]}"
 
 echo
 echo "::: GPU check finished in $((SECONDS - started)) s; results in $out"
-"$python" -m fedhet.gpucheck summary "$out"
+"$python" -m fedhet.bench.gpucheck summary "$out"
 status=$?
 if [ $keep_work = 0 ]; then
   if [ $status = 0 ] && [ $any_failed = 0 ]; then

@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from fedhet import bench
+from fedhet.bench import throughput
 from fedhet.cli import build_parser
 from fedhet.config import resolve_run
 from fedhet.declare import ConfigError
@@ -112,7 +112,7 @@ def test_fedhet_bench_resolves_its_gpu_run_in_the_current_settings():
     args = build_parser().parse_args(["bench"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        gpu = bench.throughput_run(args, CUDA)
-        cpu = bench.throughput_run(args, torch.device("cpu"))
+        gpu = throughput.throughput_run(args, CUDA)
+        cpu = throughput.throughput_run(args, torch.device("cpu"))
     assert (gpu["runtime"]["precision"], gpu["runtime"]["channels_last"]) == ("bf16", True)
     assert (cpu["runtime"]["precision"], cpu["runtime"]["channels_last"]) == ("default", False)

@@ -14,24 +14,24 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedhet import bench_round
-from fedhet.bench_round import (
-    Mode,
-    RoundSize,
-    average_state_dicts,
-    bench_modes,
-    client_indices,
-)
 from fedhet.analysis.scale_cost import DEFAULT_THROUGHPUT
-from fedhet.cli import main as cli_main
-from fedhet.gpucheck import parts
-from fedhet.gpucheck.records import (
+from fedhet.bench import paper_round
+from fedhet.bench.gpucheck import parts
+from fedhet.bench.gpucheck.records import (
     FIELDS,
     append_record,
     make_record,
     read_records,
     summary,
 )
+from fedhet.bench.paper_round import (
+    RoundSize,
+    average_state_dicts,
+    bench_modes,
+    client_indices,
+)
+from fedhet.cli import main as cli_main
+from fedhet.engine.modes import Mode
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ def test_the_round_bench_records_every_variant(tmp_path, monkeypatch, one_thread
     def out_of_memory(*args):
         raise RuntimeError("CUDA out of memory")
 
-    monkeypatch.setattr(bench_round, "reference_builder", out_of_memory)
+    monkeypatch.setattr(paper_round, "reference_builder", out_of_memory)
     failed = bench_modes(size, [Mode("default"), Mode("bf16")], ["reference"],
                          torch.device("cpu"), echo=lambda _: None)
     assert [(r["mode"], r["ok"], r["note"]) for r in failed] == [

@@ -15,6 +15,7 @@ from typing import Any
 from fedhet.cli_args import json_object
 from fedhet.config import ConfigError, load_yaml
 from fedhet.declare import KINDS
+from fedhet.engine.modes import GPU_MODES, PRECISIONS
 
 
 def _set_dotted(run: dict[str, Any], assignment: str) -> None:
@@ -144,12 +145,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from fedhet.bench import main as bench_main
-
-    return bench_main(args)
-
-
 def cmd_methods(args: argparse.Namespace) -> int:
     from fedhet.method_list import describe
 
@@ -246,49 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("bench", help="local-training throughput: our engine vs a DataLoader baseline")
-    p.add_argument("--model", default="simplecnn")
-    p.add_argument("--width", type=float, default=1.0)
-    p.add_argument("--dataset", default="digits10")
-    p.add_argument("--options", type=json_object, default={"channels": 3, "size": 32},
-                   help="dataset options as JSON")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--clients", type=int, default=2)
-    p.add_argument("--samples", type=int, default=2048, help="samples per client")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--client-workers", type=int, default=1,
-                   help="clients our engine trains at once (runtime.client_workers)")
-    p.add_argument("--rounds", type=int, default=2, help="rounds per timed window")
-    p.add_argument("--repeats", type=int, default=3, help="timed windows; medians are printed")
-    p.add_argument("--round-time", action="store_true",
-                   help="also time one FedAvg round of the paper setting (ResNet-18, 5 clients "
-                   "× 5000 random CIFAR-shaped images, batch 128) in each of --modes: our engine "
-                   "with clients one at a time (--client-workers at once), stacked "
-                   "(training.vectorise_clients), and the reference loop (fedhet.bench_round)")
-    p.add_argument("--round-only", action="store_true",
-                   help="only the paper round of --round-time, not the throughput comparison")
-    p.add_argument("--modes", help="comma-separated modes of --round-time: default, fp32, "
-                   "tf32 or bf16, each optionally with +channels_last and +cudnn_benchmark "
-                   "(default: fedhet.bench_round.GPU_MODES on a GPU, default on a CPU)")
-    p.add_argument("--profile", metavar="DIR",
-                   help="after timing each --round-time variant, profile one more round "
-                   "(torch.profiler) and write its busiest operators to "
-                   "DIR/<variant>-<mode>.txt ('+' in the mode written '_')")
-    p.add_argument("--variants", default="engine,stacked,reference",
-                   help="what --round-time times, comma-separated (default: %(default)s)")
-    p.add_argument("--timed-rounds", type=int, default=1,
-                   help="rounds of --round-time timed after its warm-up; the median is reported")
-    p.add_argument("--round-samples", type=int, default=5000,
-                   help="images per client of --round-time (fewer: a quick look on a CPU)")
-    p.add_argument("--round-clients", type=int, default=5, help="clients of --round-time")
-    p.add_argument("--round-batch", type=int, default=128, help="batch size of --round-time")
-    p.add_argument("--round-model", default="resnet18", help="model of --round-time")
-    p.add_argument("--round-width", type=float, default=1.0, help="model width of --round-time")
-    p.add_argument("--records", metavar="FILE",
-                   help="append each --round-time measurement to this JSON results file "
-                   "(ci/gpu-check.sh's gpu-check.json); the exit status is then 0 once every "
-                   "measurement is recorded, failed ones included")
-    p.set_defaults(func=cmd_bench)
+    from fedhet.bench.cli import add_subcommands as add_bench_subcommands
+
+    add_bench_subcommands(sub)
 
     p = sub.add_parser("methods", help="list every installed method with its kind, package "
                        "and parameters",
@@ -309,9 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measured throughput: JSON records {what, tflops, model?, mode?, ok?}, "
                    "e.g. the gpu-check.json of ci/gpu-check.sh")
     p.add_argument("--mode", help="use only the throughput records of this mode: a precision "
-                   "(default, fp32, tf32, bf16) takes the fastest record in it whatever its "
-                   "speed flags; a whole mode (bf16+channels_last+cudnn_benchmark) only records "
-                   "in exactly that mode")
+                   f"({', '.join(PRECISIONS)}) takes the fastest record in it whatever its "
+                   f"speed flags; a whole mode ({GPU_MODES[0]}) only records in exactly that "
+                   "mode")
     p.add_argument("--root", default=".", help="repository root (holds config/)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(func=cmd_cost)

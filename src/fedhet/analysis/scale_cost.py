@@ -30,6 +30,7 @@ from typing import Any
 from fedhet import catalog
 from fedhet import experiments as X
 from fedhet.data import describe, split_sizes
+from fedhet.engine.modes import Mode
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,6 @@ def mode_filter(wanted: str) -> Callable[[Any], bool]:
     """Which record modes `--mode wanted` selects: a precision alone (`bf16`) selects every
     mode in it, whatever its speed flags (`bf16+channels_last+cudnn_benchmark`); a mode with
     flags selects that mode, in any order of its flags. ValueError naming the valid forms."""
-    from fedhet.bench_round import Mode
-
     mode = Mode.parse(wanted)
     precision_only = "+" not in wanted
 

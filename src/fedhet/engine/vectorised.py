@@ -35,6 +35,7 @@ from fedhet.algorithms import ClientContext, ClientUpdate, StackedStep
 from fedhet.algorithms.base import task_loss
 from fedhet.engine.flat import FlatModel, segment_view
 from fedhet.engine.lanes import draws_dropout, methods_without
+from fedhet.engine.modes import PRECISIONS
 from fedhet.engine.seeding import generator, seed_global
 from fedhet.engine.sgd import sgd_step
 
@@ -54,10 +55,10 @@ def vectorise_decision(run: dict[str, Any], model: torch.nn.Module) -> tuple[boo
         why = "the model's dropout draws from torch's global generator"
     elif run["training"]["max_grad_norm"]:
         why = "gradient clipping is not vectorised"
-    elif run["runtime"]["precision"] == "bf16":
+    elif PRECISIONS[run["runtime"]["precision"]].autocast is not None:
         # torch.func's batching of BatchNorm and of autocast's backward mixes bf16 and float32
         # tensors and fails (measured with torch 2.11 on CPU and CUDA)
-        why = "bf16 autocast is not vectorised"
+        why = f"{run['runtime']['precision']} autocast is not vectorised"
     if why:
         return False, f"clients train one at a time (vectorise_clients asked, but {why})"
     return True, "clients train stacked (vectorise_clients: torch.func.vmap over the clients)"

@@ -1,8 +1,9 @@
-"""`python -m fedhet.gpucheck`: one part of the GPU check, a part's failure, or the summary.
+"""`python -m fedhet.bench.gpucheck`: one part of the GPU check, a part's failure, or the summary.
 
-python -m fedhet.gpucheck tests|shared-runs|real-run --out FILE --work DIR [--cpu] [--fmnist DIR]
-python -m fedhet.gpucheck failed --out FILE --what PART --note WHY [--cpu]
-python -m fedhet.gpucheck summary FILE    (exit 1 when a measurement failed)
+python -m fedhet.bench.gpucheck tests|shared-runs|real-run --out FILE --work DIR [--cpu]
+    [--fmnist DIR]
+python -m fedhet.bench.gpucheck failed --out FILE --what PART --note WHY [--cpu]
+python -m fedhet.bench.gpucheck summary FILE    (exit 1 when a measurement failed)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from fedhet.gpucheck.records import read_records, summary
+from fedhet.bench.gpucheck.records import read_records, summary
 
 # What --cpu shrinks the parts to: seconds on a CPU, the same code paths.
 CPU_SHARED = {"runs": 2, "rounds": 2, "clients": 2, "local_steps": 1, "width": 0.0625}
@@ -21,17 +22,17 @@ CPU_REAL_RUN = ("training.local_steps=2", "training.clients_per_round=2", "model
 def _context(args: argparse.Namespace):
     import torch
 
-    from fedhet.gpucheck.parts import Context
+    from fedhet.bench.gpucheck.parts import Context
 
     if not args.cpu and not torch.cuda.is_available():
-        raise SystemExit("fedhet.gpucheck: no CUDA device is visible; pass --cpu for the CPU "
-                         "smoke run")
+        raise SystemExit("fedhet.bench.gpucheck: no CUDA device is visible; pass --cpu for the "
+                         "CPU smoke run")
     args.work.mkdir(parents=True, exist_ok=True)
     return Context(args.out, torch.device("cpu" if args.cpu else "cuda"), args.work)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fedhet.gpucheck",
+    parser = argparse.ArgumentParser(prog="python -m fedhet.bench.gpucheck",
                                      description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("tests", "shared-runs", "real-run", "failed"):
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "failed":
         return _failed(args)
 
-    from fedhet.gpucheck import parts
+    from fedhet.bench.gpucheck import parts
 
     ctx = _context(args)
     if args.command == "tests":
@@ -79,7 +80,7 @@ def _failed(args: argparse.Namespace) -> int:
     """Record a part that did not finish; the device's name if torch can still give it."""
     import torch
 
-    from fedhet.gpucheck.records import append_record, device_name, make_record
+    from fedhet.bench.gpucheck.records import append_record, device_name, make_record
 
     try:
         where = device_name("cpu" if args.cpu else "cuda")

@@ -3,5 +3,5 @@
 `records`: the results file, one JSON record per measurement, and its summary table.
 `parts`: the check's parts other than the paper round (`fedhet bench --round-time`): the
 CUDA tests, runs sharing one GPU against the same runs one after another, one real-data run.
-`python -m fedhet.gpucheck` runs a part or adds a record from the shell script.
+`python -m fedhet.bench.gpucheck` runs a part or adds a record from the shell script.
 """

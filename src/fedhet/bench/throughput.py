@@ -23,10 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedhet import bench_round
 from fedhet.config import resolve_run
 from fedhet.data import load_dataset
-from fedhet.engine.device import pick_device
 from fedhet.engine.federation import Federation
 from fedhet.models import build_model
 
@@ -176,13 +174,3 @@ def throughput(args: argparse.Namespace, device: torch.device) -> None:
     ratio = statistics.median(refs[best]) / statistics.median(ours)
     print(f"speed-up   {ratio:10.2f}x  (medians; against the reference with {best} workers)")
 
-
-def main(args: argparse.Namespace) -> int:
-    """`fedhet bench`: the throughput comparison, then with `--round-time` the paper round in
-    each precision mode (`fedhet.bench_round`); `--round-only` skips the comparison."""
-    device = pick_device(args.device)
-    if not args.round_only:
-        throughput(args, device)
-    if args.round_time or args.round_only:
-        return bench_round.main(args, device)
-    return 0

@@ -27,11 +27,11 @@ from typing import Any
 import torch
 import yaml
 
-from fedhet.bench_round import Mode
-from fedhet.gpucheck.records import append_record, device_name, make_record
+from fedhet.bench.gpucheck.records import append_record, device_name, make_record
+from fedhet.engine.modes import Mode
 from fedhet.settings import DEFAULTS
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 TRAIN = [sys.executable, "-m", "fedhet.cli", "train"]
 PYTEST_SUMMARY = re.compile(r"\d+ (passed|failed|skipped|deselected|errors?|xfailed|xpassed)")
 

@@ -33,7 +33,7 @@ import copy
 import gc
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,23 +44,15 @@ import torch.nn.functional as F
 
 from fedhet import atomic
 from fedhet.analysis.cost import flops_per_image
+from fedhet.bench.gpucheck.records import append_record, device_name, make_record
 from fedhet.config import resolve_run
 from fedhet.data.core import FedData
 from fedhet.engine.augment import Augmenter, random_crop, random_flip
 from fedhet.engine.federation import Federation
-from fedhet.engine.modes import PRECISIONS, apply_modes
+from fedhet.engine.modes import CPU_MODES, GPU_MODES, Mode, apply_modes
 from fedhet.engine.seeding import derive_seed, generator
 from fedhet.engine.vectorised import vectorise_decision
-from fedhet.gpucheck.records import append_record, device_name, make_record
 from fedhet.models import build_model
-
-# A mode's name: a precision, then its speed flags, e.g. `bf16+channels_last+cudnn_benchmark`.
-FLAGS = ("channels_last", "cudnn_benchmark")
-# What a GPU measures unless told otherwise: the fastest candidates first, so that a run cut
-# short still has them.
-# (tf32 with channels-last and cuDNN benchmarking measured no faster than tf32 alone on an H100.)
-GPU_MODES = ("bf16+channels_last+cudnn_benchmark", "tf32", "fp32", "default")
-CPU_MODES = ("default",)
 
 
 @dataclass(frozen=True)
@@ -80,42 +72,6 @@ class RoundSize:
         """Images per client of the warm-up round: two full batches and the round's last,
         shorter one (so the warm-up sees every batch shape of the round)."""
         return min(self.images, 2 * self.batch_size + self.images % self.batch_size)
-
-
-@dataclass(frozen=True)
-class Mode:
-    """A precision mode (`PRECISIONS`) with its speed flags: channels-last tensors, cuDNN's
-    algorithm search."""
-
-    precision: str
-    channels_last: bool = False
-    cudnn_benchmark: bool = False
-
-    @property
-    def name(self) -> str:
-        return "+".join([self.precision, *(f for f in FLAGS if getattr(self, f))])
-
-    @classmethod
-    def parse(cls, text: str) -> Mode:
-        """`bf16`, `tf32+channels_last`, `bf16+channels_last+cudnn_benchmark`, ...; ValueError
-        naming the valid forms otherwise."""
-        precision, *flags = text.strip().split("+")
-        if precision not in PRECISIONS or len(set(flags)) != len(flags) \
-                or not set(flags) <= set(FLAGS):
-            raise ValueError(f"unknown mode '{text}'; valid: one of {', '.join(PRECISIONS)}, "
-                             f"then any of {', '.join('+' + f for f in FLAGS)}")
-        return cls(precision, **{f: True for f in flags})
-
-    def runtime(self) -> dict[str, Any]:
-        """The run's `runtime` settings of this mode."""
-        return {"precision": self.precision, "channels_last": self.channels_last,
-                "cudnn_benchmark": self.cudnn_benchmark}
-
-    @classmethod
-    def of_runtime(cls, runtime: Mapping[str, Any]) -> Mode:
-        """The mode a run's resolved `runtime` settings ask for."""
-        return cls(runtime["precision"], bool(runtime["channels_last"]),
-                   bool(runtime["cudnn_benchmark"]))
 
 
 def random_data(size: RoundSize, seed: int = 0) -> FedData:
