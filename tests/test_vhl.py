@@ -215,7 +215,7 @@ def test_vhl_variants_train_end_to_end(roots, tmp_path, params):
 
 
 def test_evaluate_run_reads_a_vhl_model_with_virtual_outputs(roots, tmp_path):
-    from fedhet.evaluate import evaluate_run
+    from fedhet.saved import evaluate_run
 
     params = {"virtual_kind": "noise", "virtual_per_class": 8, "eval_protocol": "natural"}
     _train_or_skip(tiny_run(roots, plugins=[{"name": "vhl", "params": params}]), tmp_path)

@@ -139,3 +139,13 @@ def open_run(run_dir: str | os.PathLike, model_path: str | os.PathLike | None = 
                      plugins=catalog.plugins_of(run), model=nn.Identity(), model_path=path)
     saved.model = saved.load_model(path)
     return saved
+
+
+def evaluate_run(run_dir: str | os.PathLike, model_path: str | os.PathLike | None = None,
+                 device: str = "auto") -> dict[str, Any]:
+    """Test accuracy and loss of a run's model (default: its final `model.pt`), scored as the
+    engine scored it during training (`fedhet evaluate`)."""
+    saved = open_run(run_dir, model_path, device)
+    acc, loss = saved.evaluate()
+    return {"test_acc": acc, "test_loss": loss,
+            "model": str(model_path or Path(run_dir) / "model.pt")}

@@ -8,7 +8,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from fedhet.cli_args import json_object
+from fedhet.cli.args import json_object
 
 # the kinds of `fedhet figure-data` (fedhet.analysis.figure_data.KINDS)
 FIGURE_DATA_KINDS = ("membership", "domain-tsne", "distilled-tsne", "pixel-hist",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fedhet.cli_args import json_object
+from fedhet.cli.args import json_object
 from fedhet.engine.modes import CPU_MODES, FLAGS, GPU_MODES, PRECISIONS
 
 

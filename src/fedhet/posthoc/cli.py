@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from fedhet.cli_args import json_object
+from fedhet.cli.args import json_object
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

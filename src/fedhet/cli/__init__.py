@@ -1,5 +1,7 @@
 """`fedhet` command line: train, prepare-data, partition, evaluate, run-id, bench, cost,
-methods, timing.
+methods, timing, and the subcommands the packages register (`add_subcommands` of
+`fedhet.bench.cli`, `fedhet.analysis.cli`, ...). `args`: the argparse value types they share;
+`methods`: what `fedhet methods` prints.
 
 Heavy imports (torch, torchvision) happen inside the commands, so `fedhet --help` and the
 torch-free commands stay fast.
@@ -12,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from fedhet.cli_args import json_object
+from fedhet.cli.args import json_object
 from fedhet.config import ConfigError, load_yaml
 from fedhet.declare import KINDS
 from fedhet.engine.modes import GPU_MODES, PRECISIONS
@@ -139,14 +141,14 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from fedhet.evaluate import evaluate_run
+    from fedhet.saved import evaluate_run
 
     print(json.dumps(evaluate_run(args.run, args.model, args.device), indent=2))
     return 0
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from fedhet.method_list import describe
+    from fedhet.cli.methods import describe
 
     print(describe(args.kind))
     return 0
@@ -335,6 +337,3 @@ def _is_user_error(err: Exception) -> bool:
         return isinstance(err, (CacheError, DatasetNotAvailable))
     return False
 
-
-if __name__ == "__main__":
-    sys.exit(main())
