@@ -3,10 +3,11 @@ algorithm search; and their vocabulary, a mode's name (`Mode`: a precision and i
 e.g. `bf16+channels_last+cudnn_benchmark`), which the command line and the benchmarks speak.
 
 The vocabulary imports without torch (`fedhet --help` reads it); the functions that set
-torch's flags import it. The modes live in torch's process-wide flags, so `apply_modes` sets every one of them for each run
-(a run never inherits another's from the same process, e.g. a test session or a notebook), and
-says which took effect on the device, for `provenance.execution` in resolved.yaml. The modes are
-part of the run identity when not at their default (`fedhet.settings.RUNTIME_IDENTITY`).
+torch's flags import it. The modes live in torch's process-wide flags, so `apply_modes` sets
+every one of them for each run (a run never inherits another's from the same process, e.g. a
+test session or a notebook), and says which took effect on the device, for
+`provenance.execution` in resolved.yaml. The modes are part of the run identity when not at
+their default (`fedhet.settings.RUNTIME_IDENTITY`).
 """
 
 from __future__ import annotations
