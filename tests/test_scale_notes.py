@@ -86,12 +86,12 @@ def paper():
 
 @pytest.mark.parametrize("target, words", [
     ("fedbr_t1", ["5 local steps instead of 50"]),
-    ("ccvr_t2", ["5 local epochs instead of 10", "CINIC-10 → handwritten digits",
-                 "MobileNetV2 → quarter-width ConvNet"]),
-    ("fedimpro_t9", ["VGG-9 → quarter-width 4-block CNN"]),
+    ("ccvr_t2", ["3 local epochs instead of 10", "CINIC-10 → handwritten digits",
+                 "MobileNetV2 → eighth-width ConvNet"]),
+    ("fedimpro_t9", ["VGG-9 → eighth-width 4-block CNN"]),
     ("fedimpro_t8", ["FEMNIST → digits by synthetic writers"]),
-    ("fedimpro_tf1", ["100 rounds (this scale's cap) instead of 10,000"]),
-    ("vhl_t6", ["ResNet-10 → eighth-width ConvNet", "ResNet-34 → half-width ConvNet",
+    ("fedimpro_tf1", ["50 rounds (this scale's cap) instead of 10,000"]),
+    ("vhl_t6", ["ResNet-10 → sixteenth-width ConvNet", "ResNet-34 → quarter-width ConvNet",
                 "Tiny-ImageNet"]),
     ("fedbr_a1", ["PACS → digits in 4 styles"]),
 ])

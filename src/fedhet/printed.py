@@ -53,7 +53,8 @@ PARAMS = {
     "fedbr.proxy": "Mixture's proxy data",
 }
 
-WIDTHS = {0.5: "half-width", 0.25: "quarter-width", 0.125: "eighth-width"}
+WIDTHS = {0.5: "half-width", 0.25: "quarter-width", 0.125: "eighth-width",
+          0.0625: "sixteenth-width"}
 
 
 def dataset(name: str, options: Mapping[str, Any] | None = None) -> str:
