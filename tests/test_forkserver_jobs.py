@@ -299,3 +299,57 @@ def test_clients_that_send_nothing_trickle_or_garble_leave_no_traceback(tmp_path
     assert text.count("the whole request did not arrive within 2 s") == 2
     assert "its request is not JSON" in text
     assert "Traceback" not in text
+
+
+# ----------------------------------------------------------------------------- a workflow run
+
+
+def processes_in(folder: Path) -> list[int]:
+    """Processes working in `folder` (a workflow run's Snakemake, its fork server, handlers,
+    workers and their children all do), this one left out."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cwd = Path(os.readlink(entry / "cwd"))
+            except OSError:
+                continue
+            if cwd == folder or folder in cwd.parents:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.workflow
+def test_ctrl_c_on_a_workflow_run_leaves_nothing_of_it_running(tmp_path):
+    """Ctrl-C on Snakemake (SIGINT to its terminal's process group) while a training job runs
+    on the workflow's fork server: within seconds no process of the run is left, no worker
+    training on, as when every job has a process of its own."""
+    from fedhet.experiments import load_experiment
+
+    from test_workflow import copy_workflow
+
+    copy_workflow(tmp_path)
+    exp = load_experiment({"scale": "demo"}, tmp_path)
+    run = max(exp.runs, key=lambda rid: exp.runs[rid]["training"]["rounds"])  # the longest
+    log = tmp_path / "results" / "demo" / "logs" / "train" / f"{run}.log"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop(protocol.ENV, None)
+    snakemake = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2",
+                                  f"results/demo/runs/{run}/final.json"], cwd=tmp_path, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+    try:
+        wait_for(lambda: log.exists() and " round 1/" in log.read_text(),
+                 "the training job never trained a round", seconds=900)
+        os.killpg(snakemake.pid, signal.SIGINT)
+        output = snakemake.communicate(timeout=120)[0]
+        assert snakemake.returncode != 0, output
+        served = (tmp_path / ".snakemake" / "log" / "fedhet-forkserver.log").read_text()
+        assert "stopped `fedhet train" in served, served  # it ran on the server
+        wait_for(lambda: not processes_in(tmp_path), "processes of the interrupted run are left: "
+                 "a worker outlived its job", seconds=15)
+        assert not (tmp_path / "results" / "demo" / "runs" / run / "final.json").exists()
+    finally:
+        for pid in processes_in(tmp_path):
+            os.kill(pid, signal.SIGKILL)
+        snakemake.wait()
