@@ -220,10 +220,10 @@ def test_the_fork_server_forks_no_worker_once_cuda_started(monkeypatch):
     import os
     import sys
 
-    from fedhet.local import protocol
+    from fedhet.local import jobstate, protocol
 
     ours = {"python": os.path.realpath(sys.executable), "package": str(protocol.PACKAGE),
-            "fingerprint": 1.0}
+            "fingerprint": 1.0, "state": jobstate.capture()}
     assert _decline_reason(ours, started=2.0, nfds=2) is None
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # in the server itself
     assert "initialised CUDA" in _decline_reason(ours, started=2.0, nfds=2)

@@ -6,7 +6,6 @@ import json
 import math
 import os
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
@@ -152,7 +151,7 @@ def share_gpus():
         workflow.register_resource("gpu", len(devices) * RUNS_PER_GPU)
     directory = gpushare.default_directory()
     if not workflow.is_main_process:  # a cluster job: the GPUs of its allocation only
-        directory = tempfile.mkdtemp(prefix="fedhet-gpu-shares-")  # private, a fresh name
+        directory = directory.with_name(f"{directory.name}-job{os.getpid()}")
     plan = gpushare.Plan(devices, RUNS_PER_GPU, JOB_GPUS, str(directory))
     os.environ[gpushare.PLAN_ENV] = plan.to_env()
 
