@@ -1,26 +1,46 @@
 """Fixtures shared by the unit tests, and the guard of the `repo_state` marker
 (tests/repo_state.py)."""
 
+import os
 import shutil
 import sys
 import tempfile
+from contextlib import nullcontext
 
 import pytest
 import torch
 
-from repo_state import HELP, Guard
+from repo_state import HELP, Guard, Turns
 
 GUARD = Guard(tempfile.mkdtemp(prefix="fedhet-tests-"))
 sys.addaudithook(GUARD.audit)
+TURNS_FOLDER = "FEDHET_TEST_TURNS"  # the xdist workers' shared folder (`Turns`)
+TURNS: list[Turns] = []  # in an xdist worker of this session: its turns
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, the controller makes the folder its workers take turns in, and each
+    worker takes them (a pytest a test starts inherits the folder's name, and takes none)."""
+    if hasattr(config, "workerinput"):
+        TURNS.append(Turns(os.environ[TURNS_FOLDER]))
+    elif getattr(config.option, "dist", "no") != "no":
+        os.environ[TURNS_FOLDER] = tempfile.mkdtemp(prefix="fedhet-test-turns-")
+    else:
+        os.environ.pop(TURNS_FOLDER, None)
 
 
 def pytest_unconfigure(config):
     shutil.rmtree(GUARD.workdir, ignore_errors=True)
+    if not hasattr(config, "workerinput") and TURNS_FOLDER in os.environ:
+        shutil.rmtree(os.environ.pop(TURNS_FOLDER), ignore_errors=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    with GUARD.marked() if item.get_closest_marker("repo_state") else GUARD.unmarked():
+    marked = item.get_closest_marker("repo_state")
+    turn = (nullcontext() if not TURNS else TURNS[0].writing() if marked
+            else TURNS[0].reading(GUARD))
+    with turn, GUARD.marked() if marked else GUARD.unmarked():
         yield
 
 

@@ -14,10 +14,15 @@ them (.ci/run); the marker is what picks them, so it must not miss one. A test w
     with a path of the state among its arguments;
   - fails when the state changed while it ran (`Guard.listing`: the modification times of the
     state's folders, so that files written, renamed or removed by any process count).
+
+Under pytest-xdist (`-n 2`) the workers take turns (`Turns`): a marked test, which may change the
+state, runs while no other worker runs an unmarked one, so a change is always the running
+test's own.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -177,3 +182,72 @@ class Guard:
                 os.path.relpath(p, self.root) for p in changed[:5])
                 + (f" and {len(changed) - 5} more" if len(changed) > 5 else ""))
         return found
+
+
+class Turns:
+    """The turns of the workers of one xdist session around the state: a writers-first
+    readers-writer lock over files in a folder they share. Marked tests write (one at a time,
+    no unmarked test running), unmarked tests read (together); a writer waiting at the gate
+    lets no new reader in, so a marked test waits for one test at most. Writers count
+    themselves, so that a reader lists the state afresh after one ran (`Guard.before`).
+    POSIX record locks (`fcntl.lockf`), which a process a test forks does not inherit: a child
+    that outlives its test holds no turn."""
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        self.gate = os.path.join(folder, "gate")
+        self.room = os.path.join(folder, "room")
+        self.writers = os.path.join(folder, "writers")
+        self.seen: str | None = None
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Run a marked test alone."""
+        with _locked(self.gate, fcntl.LOCK_EX), _locked(self.room, fcntl.LOCK_EX):
+            try:
+                yield
+            finally:
+                count = int(_read(self.writers) or 0)
+                with open(self.writers, "w") as f:
+                    f.write(str(count + 1))
+
+    @contextmanager
+    def reading(self, guard: Guard) -> Iterator[None]:
+        """Run an unmarked test beside other unmarked ones; forget `guard`'s listing if a
+        marked test ran since this worker's last turn."""
+        with _locked(self.gate, fcntl.LOCK_EX):
+            room = _lock(self.room, fcntl.LOCK_SH)
+        try:
+            count = _read(self.writers)
+            if count != self.seen:
+                guard.before, self.seen = None, count
+            yield
+        finally:
+            os.close(room)
+
+
+def _lock(path: str, how: int) -> int:
+    """A descriptor of `path` holding a lock on it (closing it releases the lock)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.lockf(fd, how)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def _locked(path: str, how: int) -> Iterator[None]:
+    fd = _lock(path, how)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None

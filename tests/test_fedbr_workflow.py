@@ -101,7 +101,7 @@ def test_the_demo_shrinks_fedbr_only(demo):
     assert vhl["training"]["local_steps"] is None and vhl["training"]["lr"] != 0.05
     c100 = cell(demo.items["fedbr_t6"], method="fedavg").settings
     assert c100["dataset"]["options"]["train_per_class"] == 100  # the per-paper stand-in
-    assert c100["training"]["rounds"] == 20  # 800 × 0.02 = 16, at least 20 for FedBR
+    assert c100["training"]["rounds"] == 16  # 800 × 0.012 = 10, at least 16 for FedBR
 
 
 def test_every_reference_number_is_in_the_paper_text():

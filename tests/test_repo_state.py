@@ -7,11 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from repo_state import ROOT, Guard
+from repo_state import ROOT, Guard, Turns
 
 WATCHING: list[Guard] = []  # the guard under test, besides the session's own
 sys.addaudithook(lambda event, args: WATCHING and WATCHING[0].audit(event, args))
@@ -103,3 +104,60 @@ def test_the_session_fails_an_unmarked_test_that_touches_the_state(tmp_path):
     assert "1 failed, 2 passed" in done.stdout, done.stdout + done.stderr
     assert "test_inner.py::test_unmarked is not marked repo_state" in done.stdout
     assert f"open {tmp_path}/results/done.txt" in done.stdout
+
+
+TURN = """
+import os, sys, time
+sys.path.insert(0, {tests!r})
+from repo_state import Guard, Turns
+role, folder, log, release = sys.argv[1:5]
+turns, guard = Turns(folder), Guard(folder, folder)
+guard.before = {{"a listing": 0}}
+with turns.writing() if role == "writer" else turns.reading(guard):
+    with open(log, "a") as f:
+        f.write(role + " in\\n")
+    if release != "-":
+        if os.fork() == 0:  # a child the test forked, living on after it
+            os.close(1)
+            end = time.monotonic() + 60
+            while "late reader out" not in open(log).read() and time.monotonic() < end:
+                time.sleep(0.05)
+            os._exit(0)
+        while not os.path.exists(release):
+            time.sleep(0.01)
+    with open(log, "a") as f:
+        f.write(role + " out\\n")
+print(turns.seen, guard.before is None)
+"""
+
+
+def test_xdist_workers_take_turns_and_a_waiting_marked_test_goes_first(tmp_path):
+    """Three workers: a marked test (writer) waits for the unmarked test running on another,
+    no unmarked test starts while it waits, a child the unmarked test forked keeps no turn,
+    and the next unmarked test lists the state afresh."""
+    log, release = tmp_path / "log", tmp_path / "release"
+    script = TURN.format(tests=str(Path(__file__).parent))
+
+    def start(role: str, hold: bool = False) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", script, role, str(tmp_path), str(log),
+                                 str(release) if hold else "-"], stdout=subprocess.PIPE,
+                                text=True)
+
+    def lines() -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []
+
+    first = start("reader", hold=True)
+    deadline = time.monotonic() + 60
+    while lines() != ["reader in"]:
+        assert time.monotonic() < deadline, "the first reader never got its turn"
+        time.sleep(0.05)
+    writer = start("writer")
+    time.sleep(1)  # the writer now waits for the room, holding the gate
+    late = start("late reader")
+    time.sleep(1)
+    assert lines() == ["reader in"]  # neither the writer nor a new reader got in
+    release.touch()
+    outs = [p.communicate(timeout=30)[0].split() for p in (first, writer, late)]
+    assert lines() == ["reader in", "reader out", "writer in", "writer out", "late reader in",
+                       "late reader out"]
+    assert outs[2] == ["1", "True"]  # one writer ran since: the listing is forgotten
