@@ -23,7 +23,7 @@ def pytest_configure(config):
     worker takes them (a pytest a test starts inherits the folder's name, and takes none)."""
     if hasattr(config, "workerinput"):
         TURNS.append(Turns(os.environ[TURNS_FOLDER]))
-    elif getattr(config.option, "dist", "no") != "no":
+    elif getattr(config.option, "numprocesses", None):
         os.environ[TURNS_FOLDER] = tempfile.mkdtemp(prefix="fedhet-test-turns-")
     else:
         os.environ.pop(TURNS_FOLDER, None)
