@@ -122,19 +122,25 @@ if ! "${SMK[@]}" --profile "$PROFILE" --slurm-partition-config "$PROFILE/partiti
 fi
 # Each job block starts with "rule NAME:" (localrules print "localrule NAME:") and lists its
 # resources on a "resources:" line.
-read -r n_train n_gpu1 n_gpu n_gpu_other < <(awk -v rule="$RULE" '
-    /^(local)?rule [^ ]+:$/ { in_rule = ($0 == "rule " rule ":"); if (in_rule) n++; job = 1; next }
+# A job of a group (runs packed into one SLURM job) is printed indented, and asks for its GPU as
+# gres=gpu:1 (taken once per group) instead of gpu=1 (summed over the group).
+one_gpu='[ ,](gpu=1|gres=gpu:1)(,|$)'
+read -r n_train n_gpu1 n_gpu n_gpu_other < <(awk -v rule="$RULE" -v one="$one_gpu" '
+    /^ *(local)?rule [^ ]+:$/ {
+        name = $0; sub(/^ +/, "", name); in_rule = (name == "rule " rule ":"); if (in_rule) n++
+        job = 1; next
+    }
     job && /^ +resources:/ {
-        if (in_rule && $0 ~ /[ ,]gpu=1(,|$)/) g++
-        if ($0 ~ /[ ,]gpu=[0-9]+(,|$)/) { asked++; if ($0 !~ /[ ,]gpu=1(,|$)/) other++ }
+        if (in_rule && $0 ~ one) g++
+        if ($0 ~ /[ ,](gpu=[1-9][0-9]*|gres=gpu:[0-9]+)(,|$)/) { asked++; if ($0 !~ one) other++ }
         in_rule = 0; job = 0
     }
     END { print n + 0, g + 0, asked + 0, other + 0 }' "$dry")
 rm -f "$dry"
-log "dry-run: $n_train '$RULE' job(s), $n_gpu1 of them with gpu=1 (rendered as sbatch --gpus=1);" \
+log "dry-run: $n_train '$RULE' job(s), $n_gpu1 of them with one GPU (sbatch --gpus=1 or --gres=gpu:1);" \
     "$n_gpu job(s) in all ask for GPUs"
 ((n_train >= 1)) || die "no '$RULE' job would run for ${TARGETS[*]}; use a clean directory or pass -- --forcerun $RULE"
-((n_gpu1 == n_train)) || die "not every '$RULE' job requests gpu=1 with profiles/slurm"
+((n_gpu1 == n_train)) || die "not every '$RULE' job requests one GPU with profiles/slurm"
 ((n_gpu_other == 0)) || die "$n_gpu_other job(s) ask for a GPU count other than 1 with profiles/slurm"
 
 # --- 3. the jobs of every non-local rule, as the CI profile will run them ------------------------
@@ -152,7 +158,7 @@ while read -r rule count; do
     for r in "${cluster_rules[@]}"; do
         [[ "$r" == "$rule" ]] && expected[$rule]=$count
     done
-done < <(awk '/^rule [^ ]+:$/ { sub(/^rule /, ""); sub(/:$/, ""); n[$0]++ }
+done < <(awk '/^ *rule [^ ]+:$/ { sub(/^ *rule /, ""); sub(/:$/, ""); n[$0]++ }
     END { for (r in n) print r, n[r] }' "$dry")
 if grep -Eq '[ ,]gpu=[1-9]' "$dry"; then
     rm -f "$dry"
@@ -173,18 +179,28 @@ log "workflow finished in $((SECONDS - t0)) s"
 
 # --- 4. every job of every non-local rule ran as a SLURM job ----------------------------------------
 total=0
+# A job of a group (the training runs the profiles pack) ran inside its group's SLURM job, logged
+# under group_<group>_<rule>/: that log ends with "N of N steps (100%) done", N its jobs.
 for rule in $(printf '%s\n' "${!expected[@]}" | sort); do
     mapfile -t logs < <(find "$LOGDIR/rule_$rule" -type f -name '*.log' 2>/dev/null | sort)
-    ((${#logs[@]} == expected[$rule])) \
-        || die "expected ${expected[$rule]} SLURM log(s) for rule '$rule' under $LOGDIR/rule_$rule, found ${#logs[@]}"
-    for f in "${logs[@]}"; do
+    mapfile -t group_logs < <(find "$LOGDIR" -path "$LOGDIR/group_*_$rule/*.log" -type f | sort)
+    ran=${#logs[@]}
+    for f in "${group_logs[@]}"; do
+        n=$(grep -E '^[0-9]+ of [0-9]+ steps \(100%\) done' "$f" | tail -1 | awk '{print $3}')
+        [[ -n "$n" ]] || die "group log $f does not say that its jobs all finished"
+        log "rule $rule: $n job(s) packed into one SLURM job (${f#"$WORKDIR"/})"
+        ran=$((ran + n))
+    done
+    ((ran == expected[$rule])) \
+        || die "expected ${expected[$rule]} SLURM job(s) of rule '$rule' under $LOGDIR, found $ran"
+    for f in "${logs[@]}" "${group_logs[@]}"; do
         jobid="$(basename "$f" .log)"
         [[ "$jobid" =~ ^[0-9]+$ ]] || die "SLURM log $f is not named after a job id"
         state="$(squeue -h -t all -j "$jobid" -o '%T' 2>/dev/null || true)"
         [[ "$state" == COMPLETED ]] || die "SLURM job $jobid ($f) is in state '${state:-unknown}', not COMPLETED"
         log "rule $rule: SLURM job $jobid COMPLETED (${f#"$WORKDIR"/})"
     done
-    total=$((total + ${#logs[@]}))
+    total=$((total + ran))
 done
 log "OK: $total job(s) of ${#expected[@]} non-local rule(s) ran under SLURM and COMPLETED" \
     "($n_train of rule '$RULE')"

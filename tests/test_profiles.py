@@ -64,7 +64,7 @@ def test_profile_common_keys(path):
 @pytest.mark.parametrize("path", [SLURM, SLURM_CI], ids=["slurm", "slurm-ci"])
 def test_profiles_name_no_rule(path):
     """Resources are declared with the rules; a profile routes by resource, so a rule added
-    later needs no profile edit."""
+    later needs no profile edit (the profiles name the training rule only to group its jobs)."""
     prof = load(path)
     assert "set-resources" not in prof and "set-threads" not in prof
 
@@ -272,7 +272,7 @@ rule summarize:
 def _train_resource_lines(out: str) -> list[str]:
     lines, in_train = [], False
     for line in out.splitlines():
-        if line.startswith(("rule ", "localrule ")):
+        if line.strip().startswith(("rule ", "localrule ")):  # indented in a group job
             in_train = line.strip() == f"rule {TRAIN}:"
         elif in_train and line.strip().startswith("resources:"):
             lines.append(line)
@@ -406,3 +406,57 @@ def test_job_groups_pack_runs_into_one_slurm_job(tmp_path, args, expected, flags
     assert len(groups) == 1 and groups[0]["jobs"] == 2
     assert {k: groups[0].get(k) for k in expected} == expected
     assert set_gres_string(_Job(groups[0])).split() == flags
+
+
+def workflow_groups(tmp_path: Path, *args: str) -> list[dict]:
+    """The group jobs a dry run of the real workflow with the SLURM profile would submit."""
+    (tmp_path / "groups.py").write_text(GROUP_RESOURCES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDHET_SLURM_", "FEDHET_JOB"))}
+    cmd = [sys.executable, str(tmp_path / "groups.py"), "-n", "--forceall", "ccvr_t1",
+           "--cores", "1000", "--profile", str(PROFILES / "slurm"), "--workflow-profile", "none",
+           *args]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line[6:]) for line in proc.stdout.splitlines() if line.startswith("GROUP ")]
+
+
+@pytest.mark.workflow
+@pytest.mark.repo_state
+def test_packed_training_runs_share_one_gpu_of_one_slurm_job(tmp_path, slurm):
+    """`--groups train=gpu_runs --group-components gpu_runs=K` puts K training runs in one SLURM
+    job that asks for one GPU (--gres=gpu:1, routed to the GPU partition) and K runs' time, as
+    the executor plugin runs them one after another; K=1 gives each run a job and a GPU of its
+    own, as without groups (test_the_workflows_gpu_jobs_ask_for_the_scales_gpus)."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    from snakemake_executor_plugin_slurm.partitions import get_best_partition, read_partition_file
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    assert "groups" not in slurm  # a grouped job cannot be an array job
+    partitions = read_partition_file(PARTITIONS)
+
+    class Log:
+        def info(self, *a):
+            pass
+
+        debug = warning = info
+
+    alone = workflow_groups(tmp_path, "--groups", "train=gpu_runs", "--group-components",
+                            "gpu_runs=1")
+    for group in alone:
+        assert group["jobs"] == 1 and group["gpu"] == 1 and not group.get("gres"), group
+        assert set_gres_string(_Job(group)).split() == ["--gpus=1"]
+    runtime = {group["runtime"] for group in alone}
+
+    threads = load(REPO / "config" / "scales" / "demo.yaml")["resources"]["threads"]
+    packed = workflow_groups(tmp_path, "--group-components", "gpu_runs=4", "--groups",
+                             "train=gpu_runs")
+    assert sum(g["jobs"] for g in packed) == len(alone)
+    assert max(g["jobs"] for g in packed) == 4
+    for group in packed:
+        assert (group["gpu"], group["gres"]) == (0, "gpu:1"), group
+        # K runs' minutes, rounded up once (a run's own request is rounded up on its own)
+        assert any(4 * (minutes - 1) < group["runtime"] <= 4 * minutes for minutes in runtime)
+        assert group["mem_mb"] == group["jobs"] * GPU_JOB["mem_mb"]
+        assert group["_cores"] == group["jobs"] * threads
+        assert set_gres_string(_Job(group)).split() == ["--gres=gpu:1"]
+        assert get_best_partition(partitions, _Job(group), Log()) == "gpu"

@@ -124,6 +124,43 @@ def job_gpus(wildcards):
     return JOB_GPUS
 
 
+# On a cluster, the SLURM profile can pack K training jobs into one cluster job on one GPU:
+# `groups: train=gpu_runs` and `group-components: gpu_runs=K` (Snakemake's job groups). The SLURM
+# executor plugin runs a group's jobs one after another (`--jobs 1` in the group job), so K runs
+# take turns on the GPU. Locally groups have no effect.
+
+
+def packed_runs():
+    """Training jobs one cluster job holds: the `--group-components` size of the group that
+    `--groups` puts `train` in, 1 when ungrouped. Snakemake hands group settings to the workflow
+    after parsing, so this is for resource functions, not for parse-time code."""
+    settings = workflow.group_settings
+    group = settings.overwrite_groups.get("train") if settings else None
+    runs = settings.group_components.get(group, 1) if group else 1
+    if int(runs) < 1:
+        raise WorkflowError(
+            f"--group-components {group}={runs}: runs per cluster job must be at least 1"
+        )
+    return int(runs)
+
+
+def packed_submission():
+    """True where training jobs go to a cluster K to a GPU (or a dry run shows them): each asks
+    for no `gpu` of its own but for `gres` gpu:N, which their group asks for once (Snakemake
+    sums numbers over a group, which would ask for K GPUs, and takes a string once)."""
+    return packed_runs() > 1 and bool(JOB_GPUS) and workflow.non_local_exec_or_dryrun
+
+
+def job_gpu_resource(wildcards):
+    """Resource `gpu` of a training job (job_gpus), none when packed for a cluster."""
+    return 0 if packed_submission() else job_gpus(wildcards)
+
+
+def job_gres(wildcards):
+    """Resource `gres` of a training job: gpu:N when packed for a cluster, else unset."""
+    return f"gpu:{JOB_GPUS}" if packed_submission() else None
+
+
 # GPU jobs that may share one GPU of this machine: the config's, else the scale's (default 1)
 RUNS_PER_GPU = int(config.get("runs_per_gpu") or RES.get("runs_per_gpu", 1))
 
@@ -360,10 +397,13 @@ def train_mem_mb(wildcards, attempt):
 
 
 def train_runtime(wildcards, attempt):
-    """Minutes: base + per-epoch × passes over the training set, × attempt on retries."""
+    """Minutes: base + per-epoch × passes over the training set, × attempt on retries; × K
+    when packed K to a cluster job, whose runs take turns (a group asks for its longest job's
+    time)."""
     run = EXP.runs[wildcards.run_id]
     minutes = RES["runtime_base"] + RES["runtime_per_epoch"] * X.dataset_epochs(run)
-    return int(math.ceil(minutes * attempt))
+    turns = packed_runs() if packed_submission() else 1
+    return int(math.ceil(minutes * attempt * turns))
 
 
 # ----------------------------------------------------------------------------- tables, figures

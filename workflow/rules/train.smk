@@ -24,7 +24,8 @@ rule train:
         "../../envs/fedhet.yaml"
     threads: RES["threads"]
     resources:
-        gpu=job_gpus,
+        gpu=job_gpu_resource,
+        gres=job_gres,
         mem_mb=train_mem_mb,
         runtime=train_runtime,
     params:
