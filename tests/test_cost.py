@@ -384,3 +384,26 @@ def test_flops_per_image_equal_the_training_mode_steps(name, classes, options):
     assert cost.flops_per_image(name, 32, classes, backward=False, options=options) == \
         cost.step_flops(model, "forward", 1)
     assert model.training  # counting left the cached model's mode as it was
+
+
+def test_a_record_of_a_model_shape_costs_the_runs_of_that_shape_only(tmp_path):
+    """`fedhet bench --models` records name a shape: runs of that shape cost at its figure,
+    other shapes of the model at the model's own record, other models at the default."""
+    run, wide = tiny_run(), tiny_run()
+    wide["model"] = {**wide["model"], "width": 2.0}
+    shape = S.run_shape(run)
+    assert (shape.model, shape.width, shape.batch_size) == ("convnet", 1.0, 64)
+    assert S.run_shape(wide).key != shape.key
+    path = _write(tmp_path / "models.json", [
+        {"model": "convnet", "shape": shape.key, "tflops": 7.0},
+        {"model": "convnet", "shape": S.run_shape(wide).key, "tflops": 1.0, "ok": False},
+        {"model": "convnet", "tflops": 3.0},
+    ])
+    rates = S.load_throughput(path)
+    assert {k: t.tflops for k, t in rates.items()} == {shape.key: 7.0, "convnet": 3.0}
+    cost = S.scale_cost(tiny_experiment({"a": run, "b": wide}), rates)
+    assert {k: t.tflops for k, t in cost.throughput.items()} == {shape.key: 7.0, "convnet": 3.0}
+    one = S.run_cost(run, (300, 100), S.Throughput(1.0, ""))
+    two = S.run_cost(wide, (300, 100), S.Throughput(1.0, ""))
+    assert cost.total.gpu_hours == pytest.approx(one.gpu_hours / 7.0 + two.gpu_hours / 3.0,
+                                                 rel=1e-12)

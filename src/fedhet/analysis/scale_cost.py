@@ -127,17 +127,48 @@ def _scores_clients(algorithm: str) -> bool:
     return bool(getattr(catalog.implementation(algorithm), "scores_client_models", False))
 
 
+@dataclass(frozen=True, order=True)
+class ModelShape:
+    """A model as a run trains it: what its speed depends on (`fedhet bench --models` times each
+    shape a scale trains; `fedhet cost` matches runs to those records by `key`)."""
+
+    model: str
+    width: float
+    options: str  # the model's options, JSON with sorted keys
+    channels: int
+    image_size: int
+    num_classes: int
+    batch_size: int
+
+    @property
+    def key(self) -> str:
+        """`resnet18 width=0.5 3x32x32 classes=10 batch=128`, with ` options=...` if any."""
+        options = "" if self.options == "{}" else f" options={self.options}"
+        return (f"{self.model} width={self.width:g} {self.channels}x{self.image_size}x"
+                f"{self.image_size} classes={self.num_classes} batch={self.batch_size}{options}")
+
+
+def run_shape(run: Mapping[str, Any]) -> ModelShape:
+    """The shape of a resolved run's model: the dataset's image shape, the classifier's outputs
+    (the dataset's classes and what plug-ins add), the local batch size."""
+    info = describe(run["dataset"]["name"], run["dataset"]["options"])
+    channels, size, _ = info["shape"]
+    model = run["model"]
+    return ModelShape(model["name"], float(model["width"]),
+                      json.dumps(model["options"] or {}, sort_keys=True), channels, size,
+                      catalog.model_classes(run, info["num_classes"]),
+                      int(run["training"]["batch_size"]))
+
+
 def image_flops(run: Mapping[str, Any], backward: bool) -> int:
     """FLOPs of one image through the run's model: a training step's (forward, loss and
     backward to the weights) or an evaluation's (forward)."""
     from fedhet.analysis.cost import flops_per_image
 
-    info = describe(run["dataset"]["name"], run["dataset"]["options"])
-    channels, size, _ = info["shape"]
-    model = run["model"]
-    shape = (model["name"], size, catalog.model_classes(run, info["num_classes"]), channels)
-    return flops_per_image(*shape, backward=backward, width=model["width"],
-                           options=model["options"])
+    shape = run_shape(run)
+    return flops_per_image(shape.model, shape.image_size, shape.num_classes, shape.channels,
+                           backward=backward, width=shape.width,
+                           options=run["model"]["options"])
 
 
 def run_cost(run: Mapping[str, Any], sizes: tuple[int, int], throughput: Throughput) -> Cost:
@@ -153,8 +184,9 @@ def run_cost(run: Mapping[str, Any], sizes: tuple[int, int], throughput: Through
 
 
 def scale_cost(exp: X.Experiment, measured: Mapping[str, Throughput] | None = None) -> ScaleCost:
-    """The cost of every run of an expanded experiment, per paper and in total; each model at
-    its `measured` throughput where given, else at `DEFAULT_THROUGHPUT`."""
+    """The cost of every run of an expanded experiment, per paper and in total; each run at the
+    `measured` throughput of its model's shape (`ModelShape.key`), else of its model, else at
+    `DEFAULT_THROUGHPUT`."""
     measured = measured or {}
     out = ScaleCost(scale=exp.scale)
     seen: set[str] = set()
@@ -164,12 +196,14 @@ def scale_cost(exp: X.Experiment, measured: Mapping[str, Throughput] | None = No
                 continue
             seen.add(rid)
             run = exp.runs[rid]
-            name = run["model"]["name"]
-            rate = out.throughput.setdefault(name, measured.get(name, DEFAULT_THROUGHPUT))
-            key = exp.run_dataset[rid]
-            if key not in out.datasets:
-                out.datasets[key] = split_sizes(run["dataset"]["name"], run["dataset"]["options"])
-            cost = run_cost(run, out.datasets[key], rate)
+            name, shape = run["model"]["name"], run_shape(run).key
+            key = shape if shape in measured else name
+            rate = out.throughput.setdefault(key, measured.get(key, DEFAULT_THROUGHPUT))
+            data = exp.run_dataset[rid]
+            if data not in out.datasets:
+                out.datasets[data] = split_sizes(run["dataset"]["name"],
+                                                 run["dataset"]["options"])
+            cost = run_cost(run, out.datasets[data], rate)
             out.papers.setdefault(item.paper, Cost()).add(cost)
             out.total.add(cost)
     return out
@@ -225,11 +259,12 @@ def _tflops(record: Mapping[str, Any], path: Path, i: int, model: str) -> float 
 def load_throughput(path: str | Path, mode: str | None = None) -> dict[str, Throughput]:
     """Measured throughput per model from a JSON file: a list of records (or an object with a
     `records` list), each `{what, tflops, ...}` as `ci/gpu-check.sh` writes them (`model`,
-    `device`, `mode`, `img_per_s`, `ok` are read where present). A record counts when `ok` is not
-    false, it names a model (`model`, or a registered model's name in `what`), it has a
-    `tflops` (null: it measured none) and, with `mode`, `mode_filter(mode)` selects its `mode`;
-    per model the fastest such record is kept. Raises ThroughputFileError naming the file and
-    what is wrong with it, ValueError for an unknown `mode`."""
+    `device`, `mode`, `img_per_s`, `ok`, `shape` are read where present). A record counts when
+    `ok` is not false, it names a model (`model`, or a registered model's name in `what`), it
+    has a `tflops` (null: it measured none) and, with `mode`, `mode_filter(mode)` selects its
+    `mode`; it stands for its `shape` (`fedhet bench --models`) where it names one, else for its
+    model, and per shape or model the fastest such record is kept. Raises ThroughputFileError
+    naming the file and what is wrong with it, ValueError for an unknown `mode`."""
     from fedhet.models import MODELS
 
     selects = mode_filter(mode) if mode is not None else None
@@ -258,8 +293,9 @@ def load_throughput(path: str | Path, mode: str | None = None) -> dict[str, Thro
         if tflops is None:
             continue
         where = ", ".join(str(record[k]) for k in ("what", "mode", "device") if record.get(k))
-        if model not in found or tflops > found[model].tflops:
-            found[model] = Throughput(tflops, f"measured: {path.name} ({where})")
+        key = str(record.get("shape") or model)
+        if key not in found or tflops > found[key].tflops:
+            found[key] = Throughput(tflops, f"measured: {path.name} ({where})")
     if not found:
         raise ThroughputFileError(_nothing_usable(path, records, mode))
     return found

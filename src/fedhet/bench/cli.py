@@ -12,11 +12,16 @@ from fedhet.engine.modes import CPU_MODES, FLAGS, GPU_MODES, PRECISIONS
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """The throughput comparison, then with `--round-time` the paper round in each precision
-    mode (`fedhet.bench.paper_round`); `--round-only` skips the comparison."""
+    mode (`fedhet.bench.paper_round`); `--round-only` skips the comparison; `--models` times
+    a round of every model shape of `--scales` instead (`fedhet.bench.models`)."""
     from fedhet.bench import paper_round, throughput
     from fedhet.engine.device import pick_device
 
     device = pick_device(args.device)
+    if args.models:
+        from fedhet.bench import models
+
+        return models.main(args, device)
     if not args.round_only:
         throughput.throughput(args, device)
     if args.round_time or args.round_only:
@@ -65,6 +70,19 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--round-batch", type=int, default=128, help="batch size of --round-time")
     p.add_argument("--round-model", default="resnet18", help="model of --round-time")
     p.add_argument("--round-width", type=float, default=1.0, help="model width of --round-time")
+    p.add_argument("--models", action="store_true",
+                   help="instead: time one FedAvg round of our engine for every model shape "
+                   "(model, width, options, image shape, classes, batch size) the --scales "
+                   "train, in --modes (default: the device's fastest), and append a record per "
+                   "shape to --records for `fedhet cost --throughput` (fedhet.bench.models)")
+    p.add_argument("--scales", default="small,paper",
+                   help="scales whose model shapes --models times (default: %(default)s)")
+    p.add_argument("--only", metavar="MODELS",
+                   help="--models: only the shapes of these models, comma-separated")
+    p.add_argument("--model-batches", type=int, default=20,
+                   help="--models: full batches per client in a timed round "
+                   "(default: %(default)s; --round-clients clients)")
+    p.add_argument("--root", default=".", help="--models: the repository (its config/)")
     p.add_argument("--records", metavar="FILE",
                    help="append each --round-time measurement to this JSON results file "
                    "(ci/gpu-check.sh's gpu-check.json); the exit status is then 0 once every "

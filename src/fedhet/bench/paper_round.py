@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
+import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -66,6 +67,8 @@ class RoundSize:
     width: float = 1.0
     image_size: int = 32
     num_classes: int = 10
+    channels: int = 3
+    options: str = "{}"  # the model's options, JSON
 
     @property
     def warmup_images(self) -> int:
@@ -76,17 +79,20 @@ class RoundSize:
 
 def random_data(size: RoundSize, seed: int = 0) -> FedData:
     """`size.clients × size.images` random uint8 images with random labels (a few test images
-    too: the engine wants a test set), CIFAR's normalisation statistics."""
+    too: the engine wants a test set), CIFAR's normalisation statistics (0.5 for other than three
+    channels)."""
     gen = torch.Generator().manual_seed(seed)
     n = size.clients * size.images
-    shape = (3, size.image_size, size.image_size)
+    shape = (size.channels, size.image_size, size.image_size)
+    cifar = size.channels == 3
     return FedData(
         name="random", num_classes=size.num_classes, checksum="random",
         x_train=torch.randint(0, 256, (n, *shape), dtype=torch.uint8, generator=gen),
         y_train=torch.randint(0, size.num_classes, (n,), generator=gen),
         x_test=torch.randint(0, 256, (size.num_classes, *shape), dtype=torch.uint8, generator=gen),
         y_test=torch.arange(size.num_classes),
-        mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
+        mean=(0.4914, 0.4822, 0.4465) if cifar else (0.5,) * size.channels,
+        std=(0.2470, 0.2435, 0.2616) if cifar else (0.5,) * size.channels,
     )
 
 
@@ -100,7 +106,7 @@ def round_run(size: RoundSize, mode: Mode, device: torch.device, stacked: bool =
     """The resolved run of the paper round in `mode` (every client trains every round)."""
     return resolve_run({
         "dataset": {"name": "cifar10"},
-        "model": {"name": size.model, "width": size.width},
+        "model": {"name": size.model, "width": size.width, "options": json.loads(size.options)},
         "partition": {"scheme": "iid", "num_clients": size.clients},
         "algorithm": {"name": "fedavg"},
         "training": {"rounds": 1, "clients_per_round": size.clients, "local_epochs": 1,
@@ -138,8 +144,9 @@ def reference_builder(size: RoundSize, mode: Mode, data: FedData,
     autocast = modes.autocast
     layout = torch.channels_last if modes.channels_last else torch.contiguous_format
     torch.manual_seed(derive_seed(0, "reference"))
-    global_model = build_model(size.model, size.num_classes, 3, size.image_size,
-                               size.width).to(device, memory_format=layout)
+    global_model = build_model(size.model, size.num_classes, size.channels, size.image_size,
+                               size.width, **json.loads(size.options)
+                               ).to(device, memory_format=layout)
     gen = generator(device, 0, "reference batches")
 
     def build(indices: list[np.ndarray]) -> tuple[Callable[[], None], str]:
@@ -254,9 +261,9 @@ def profile(one_round: Callable[[], None], device: torch.device, path: Path) -> 
 
 
 VARIANTS: dict[str, str] = {
-    "engine": "paper round: engine, clients one at a time",
-    "stacked": "paper round: engine, stacked clients",
-    "reference": "paper round: reference loop",
+    "engine": "engine, clients one at a time",
+    "stacked": "engine, stacked clients",
+    "reference": "reference loop",
 }
 
 
@@ -270,19 +277,22 @@ def variant_builder(variant: str, size: RoundSize, mode: Mode, data: FedData,
 def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
                 device: torch.device, timed_rounds: int = 1, client_workers: int = 1,
                 records: str | None = None, profile_dir: str | None = None,
-                echo: Callable[[str], None] = print) -> list[dict[str, Any]]:
+                echo: Callable[[str], None] = print, label: str = "paper round",
+                shape: str | None = None) -> list[dict[str, Any]]:
     """Time every variant in every mode (mode by mode, in the order given); returns the records
     and, with `records`, appends each to that file as soon as it is measured; with
     `profile_dir`, profiles one more round of each (`profile`). A variant that fails is
-    recorded with ok false and the error, and the others go on."""
+    recorded with ok false and the error, and the others go on. Records say `label: variant`
+    and name the model's `shape` where given (`fedhet bench --models`)."""
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variant(s) {', '.join(unknown)}; valid: {', '.join(VARIANTS)}")
     data = random_data(size)
     images = size.clients * size.images
-    flops = flops_per_image(size.model, size.image_size, size.num_classes, 3, width=size.width)
+    flops = flops_per_image(size.model, size.image_size, size.num_classes, size.channels,
+                            width=size.width, options=json.loads(size.options))
     where, version = device_name(device), str(torch.__version__)
-    echo(f"paper round on {where}, torch {version}: {size.model} width {size.width}, "
+    echo(f"{label} on {where}, torch {version}: {size.model} width {size.width}, "
          f"{size.clients} clients × {size.images} images, batch {size.batch_size}, "
          f"{flops / 1e9:.2f} GFLOP per training image; {timed_rounds} timed round(s) after a "
          "warm-up")
@@ -292,7 +302,7 @@ def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
         for variant in variants:
             unstacked = variant == "stacked" and _not_stacked(size, mode, device)
             if unstacked:  # it would time the engine's one-at-a-time path a second time
-                echo(f"{mode.name:>20}  {VARIANTS[variant]}: not timed, {unstacked}")
+                echo(f"{mode.name:>20}  {label}: {VARIANTS[variant]}: not timed, {unstacked}")
                 continue
             try:
                 m = measure(variant_builder(variant, size, mode, data, device, client_workers),
@@ -304,14 +314,16 @@ def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],
                 if profile_dir:
                     name = f"{variant}-{mode.name.replace('+', '_')}.txt"
                     note += "; " + profile(m.one_round, device, Path(profile_dir) / name)
-                record = make_record(VARIANTS[variant], mode.name, where, version,
+                record = make_record(f"{label}: {VARIANTS[variant]}", mode.name, where, version,
                                      model=_engine_model(variant, size),
+                                     shape=_engine_model(variant, size) and shape,
                                      seconds=seconds[variant], images=images,
                                      flops_per_image=flops,
                                      peak_mem_bytes=peak, note=note)
             except Exception as err:  # recorded; the other variants and modes still run
-                record = make_record(VARIANTS[variant], mode.name, where, version,
-                                     model=_engine_model(variant, size), ok=False,
+                record = make_record(f"{label}: {VARIANTS[variant]}", mode.name, where, version,
+                                     model=_engine_model(variant, size),
+                                     shape=_engine_model(variant, size) and shape, ok=False,
                                      note=f"{type(err).__name__}: {err}")
             finally:
                 m = None  # the round's models and data go before the next variant's
@@ -335,7 +347,8 @@ def _not_stacked(size: RoundSize, mode: Mode, device: torch.device) -> str:
     """Why the engine would train the stacked variant's clients one at a time in `mode` (the
     engine's own reason), or "" where it stacks them."""
     run = round_run(size, mode, device, stacked=True)
-    model = build_model(size.model, size.num_classes, 3, size.image_size, size.width)
+    model = build_model(size.model, size.num_classes, size.channels, size.image_size, size.width,
+                        **json.loads(size.options))
     stacked, why = vectorise_decision(run, model)
     return "" if stacked else why
 

@@ -19,9 +19,11 @@ from fedhet import atomic
 
 # `model`: the registered model (`fedhet.models`) whose training by the engine the figures
 # measure, as `fedhet cost --throughput` reads it; null where the record measured no model of
-# the engine (the CUDA tests, the reference loop, a part that did not finish).
-FIELDS = ("device", "torch", "mode", "model", "what", "s_per_round", "img_per_s", "tflops",
-          "peak_mem_gib", "ok", "note")
+# the engine (the CUDA tests, the reference loop, a part that did not finish). `shape`: the
+# model's shape as a run trains it (`fedhet.analysis.scale_cost.ModelShape.key`), which `fedhet
+# cost` matches runs to; null where the figures stand for any shape of `model`.
+FIELDS = ("device", "torch", "mode", "model", "shape", "what", "s_per_round", "img_per_s",
+          "tflops", "peak_mem_gib", "ok", "note")
 NUMBERS = ("s_per_round", "img_per_s", "tflops", "peak_mem_gib")
 
 
@@ -36,7 +38,8 @@ def device_name(device: Any) -> str:
 
 
 def make_record(what: str, mode: str, device: str, torch_version: str, *,
-                model: str | None = None, seconds: float | None = None, images: int | None = None,
+                model: str | None = None, shape: str | None = None,
+                seconds: float | None = None, images: int | None = None,
                 flops_per_image: float | None = None, peak_mem_bytes: int | None = None,
                 ok: bool = True, note: str = "") -> dict[str, Any]:
     """One measurement of `model` (None: no model of the engine): `seconds` per round over
@@ -45,7 +48,8 @@ def make_record(what: str, mode: str, device: str, torch_version: str, *,
     rate = images / seconds if seconds and images else None
     tflops = rate * flops_per_image / 1e12 if rate and flops_per_image else None
     gib = peak_mem_bytes / 2**30 if peak_mem_bytes is not None else None
-    return {"device": device, "torch": torch_version, "mode": mode, "model": model, "what": what,
+    return {"device": device, "torch": torch_version, "mode": mode, "model": model,
+            "shape": shape, "what": what,
             "s_per_round": seconds, "img_per_s": rate, "tflops": tflops, "peak_mem_gib": gib,
             "ok": bool(ok), "note": note}
 
@@ -67,13 +71,17 @@ def check_record(record: Mapping[str, Any]) -> None:
     if record["model"] is not None and not isinstance(record["model"], str):
         raise ValueError(f"GPU-check record '{record['what']}': model must be a model's name or "
                          f"null, got {record['model']!r}")
+    if record["shape"] is not None and not isinstance(record["shape"], str):
+        raise ValueError(f"GPU-check record '{record['what']}': shape must be a model shape's "
+                         f"key or null, got {record['shape']!r}")
     if not isinstance(record["ok"], bool):
         raise ValueError(f"GPU-check record '{record['what']}': ok must be true or false, "
                          f"got {record['ok']!r}")
 
 
 def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records in `path`; [] when the file does not exist yet."""
+    """The records in `path`; [] when the file does not exist yet. A record written before
+    records had a `shape` reads as one of no shape."""
     path = Path(path)
     if not path.exists():
         return []
@@ -81,6 +89,7 @@ def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     if not isinstance(records, list):
         raise ValueError(f"{path} is not a GPU-check results file (a JSON list of records); "
                          "delete it or pass another --out")
+    records = [{**r, "shape": r.get("shape")} if isinstance(r, dict) else r for r in records]
     for record in records:
         check_record(record)
     return records
