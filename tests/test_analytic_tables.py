@@ -9,7 +9,7 @@ import pytest
 
 from fedhet import experiments as X
 from fedhet import tables as T
-from fedhet.analysis import cost
+from fedhet.methods.fedlgd import cost
 
 ROOT = Path(__file__).resolve().parents[1]
 

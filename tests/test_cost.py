@@ -1,4 +1,5 @@
-"""Tests for FedLGD's ResNet-18 (`resnet18in`) and fedhet.analysis.cost (Tables 6–7)."""
+"""Tests for FedLGD's ResNet-18 (`resnet18in`), the FLOP counter (fedhet.models.flops), FedLGD's
+Tables 6–7 arithmetic (fedhet.methods.fedlgd.cost) and `fedhet cost`."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from fedhet.analysis import cost
-from fedhet.models import build_model
+from fedhet.methods.fedlgd import cost
+from fedhet.models import build_model, flops
 
 
 @pytest.mark.parametrize(
@@ -22,7 +23,7 @@ from fedhet.models import build_model
     ],
 )
 def test_parameter_counts_of_table_7(name: str, size: int, classes: int, expected: int) -> None:
-    assert cost.parameter_count(name, size, classes) == expected
+    assert flops.parameter_count(name, size, classes) == expected
 
 
 def test_communication_table_matches_the_paper() -> None:
@@ -80,18 +81,18 @@ def test_resnet18in_sgd_step_is_deterministic() -> None:
 def test_convnet_flops_match_a_hand_count() -> None:
     macs = [28 * 28 * 128 * 27, 14 * 14 * 128 * 1152, 7 * 7 * 128 * 1152, 1152 * 10]
     forward = 2 * sum(macs)
-    assert cost.flops_per_image("convnet", 28, 10, backward=False) == forward == 77_695_488
+    assert flops.flops_per_image("convnet", 28, 10, backward=False) == forward == 77_695_488
     # backward: grad-input and grad-weight of every layer, except the first conv's grad-input
-    assert cost.flops_per_image("convnet", 28, 10) == 3 * forward - 2 * macs[0]
+    assert flops.flops_per_image("convnet", 28, 10) == 3 * forward - 2 * macs[0]
 
 
 @pytest.mark.parametrize(("name", "size", "classes"), [("convnet", 28, 10), ("resnet18in", 96, 2)])
 def test_flops_are_linear_in_the_batch(name: str, size: int, classes: int) -> None:
-    model = cost.meta_model(name, size, classes)
-    for step in cost.STEPS:
-        one = cost.step_flops(model, step, 1)
-        assert one > 0 and cost.step_flops(model, step, 5) == 5 * one
-    assert cost.step_flops(model, "train", 0) == 0
+    model = flops.meta_model(name, size, classes)
+    for step in flops.STEPS:
+        one = flops.step_flops(model, step, 1)
+        assert one > 0 and flops.step_flops(model, step, 5) == 5 * one
+    assert flops.step_flops(model, "train", 0) == 0
 
 
 def test_paper_arithmetic() -> None:
@@ -108,8 +109,8 @@ def test_computation_table_is_the_sum_of_its_steps() -> None:
     json.dumps(table)
     assert table["unit"].startswith("FLOPs") and table["schedule"]["ipc"] == 2
     (row,) = table["rows"]
-    model = cost.meta_model("convnet", 28, 10)
-    f = {step: cost.step_flops(model, step, 1) for step in cost.STEPS}
+    model = flops.meta_model("convnet", 28, 10)
+    f = {step: flops.step_flops(model, step, 1) for step in flops.STEPS}
     local, glob = 20, 30
     assert row["vanilla_epoch"] == 1050 * f["train"]
     assert row["fedlgd_train_in_tau"] == 2 * (local + glob) * f["train"]
@@ -378,11 +379,11 @@ def test_declared_sizes_match_real_fashion_mnist(tmp_path):
                          [("convnet", 10, {}), ("cct", 100, {}),
                           ("vgg11", 10, {"fc": False, "projection": {"hidden": 256, "dim": 128}})])
 def test_flops_per_image_equal_the_training_mode_steps(name, classes, options):
-    model = cost.meta_model(name, 32, classes, 3, 1.0, json.dumps(options, sort_keys=True))
-    assert cost.flops_per_image(name, 32, classes, options=options) == cost.step_flops(
+    model = flops.meta_model(name, 32, classes, 3, 1.0, json.dumps(options, sort_keys=True))
+    assert flops.flops_per_image(name, 32, classes, options=options) == flops.step_flops(
         model, "train", 1)
-    assert cost.flops_per_image(name, 32, classes, backward=False, options=options) == \
-        cost.step_flops(model, "forward", 1)
+    assert flops.flops_per_image(name, 32, classes, backward=False, options=options) == \
+        flops.step_flops(model, "forward", 1)
     assert model.training  # counting left the cached model's mode as it was
 
 

@@ -5,7 +5,7 @@ TFLOP, and GPU-hours at a per-model throughput.
 Counted per run (each run once, under the first paper whose tables or figures use it):
 - training: `fedhet.experiments.training_images` (rounds × sampled clients × local epochs or
   steps × the methods' declared factors) × the FLOPs of one training image
-  (`fedhet.analysis.cost.flops_per_image`: forward, loss and backward to the weights);
+  (`fedhet.models.flops.flops_per_image`: forward, loss and backward to the weights);
 - evaluation: at every round r with r % eval.every == 0 and at the last round, the test set
   (× the angles of eval.rotations) through the global model, and through each sampled client's
   model where eval.client_models is set or the algorithm scores its clients' models (Local-only),
@@ -163,7 +163,7 @@ def run_shape(run: Mapping[str, Any]) -> ModelShape:
 def image_flops(run: Mapping[str, Any], backward: bool) -> int:
     """FLOPs of one image through the run's model: a training step's (forward, loss and
     backward to the weights) or an evaluation's (forward)."""
-    from fedhet.analysis.cost import flops_per_image
+    from fedhet.models.flops import flops_per_image
 
     shape = run_shape(run)
     return flops_per_image(shape.model, shape.image_size, shape.num_classes, shape.channels,

@@ -22,7 +22,7 @@ Timing: a warm-up round on a few batches of each client with the same batch shap
 algorithm choice, the caching allocator's pool and lazy initialisations are paid before), then
 `timed_rounds` rounds, each between two CUDA events after a synchronisation (`perf_counter` on a
 CPU); the figure is their median. Images/s counts training images; TFLOP/s multiplies them by
-`fedhet.analysis.cost.flops_per_image` (forward and backward, 2 FLOPs per multiply-accumulate);
+`fedhet.models.flops.flops_per_image` (forward and backward, 2 FLOPs per multiply-accumulate);
 peak memory is `torch.cuda.max_memory_allocated` over the timed rounds (the data included).
 """
 
@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from fedhet import atomic
-from fedhet.analysis.cost import flops_per_image
+from fedhet.models.flops import flops_per_image
 from fedhet.bench.gpucheck.records import append_record, device_name, make_record
 from fedhet.config import resolve_run
 from fedhet.data.core import FedData

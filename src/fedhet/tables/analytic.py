@@ -4,7 +4,7 @@ An analytic table (`kind: analytic`, `function: <name>`) names one function here
 cells is that function of the cell's labels (vocabulary keys). The values are those of the
 paper's setting at every scale (FedLGD Tables 6-7: parameters sent and FLOPs of a round), so a
 table job computes them without a run. Torch-free to import: the counting imports
-`fedhet.analysis.cost` when a value is asked for.
+`fedhet.methods.fedlgd.cost` when a value is asked for.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _label(labels: Mapping[str, str], axis: str, valid: Mapping[str, object]) ->
 def fedlgd_communication(labels: Mapping[str, str]) -> float:
     """Table 7: parameters of the model (`model`: convnet | resnet18in) or float32 values of
     the global virtual data per IPC (`model: virtual`), at the image size of `size`."""
-    from fedhet.analysis import cost
+    from fedhet.methods.fedlgd import cost
 
     size, classes = SIZES[_label(labels, "size", SIZES)]
     model = labels.get("model")
@@ -51,7 +51,7 @@ def fedlgd_communication(labels: Mapping[str, str]) -> float:
 
 @lru_cache(maxsize=1)
 def _computation() -> dict[str, dict[str, float]]:
-    from fedhet.analysis import cost
+    from fedhet.methods.fedlgd import cost
 
     return {row["dataset"]: row for row in cost.computation_table()["rows"]}
 

@@ -189,7 +189,7 @@ def _group(ctx: Context, spec: SharedRuns, what: str, together: bool,
 def shared_runs(ctx: Context, spec: SharedRuns = SharedRuns()) -> list[dict[str, Any]]:
     """The runs one after another, then all at once on the one device (each group's record
     appended as soon as it is measured)."""
-    from fedhet.analysis.cost import flops_per_image
+    from fedhet.models.flops import flops_per_image
     from fedhet.data import prepare_dataset
 
     d = spec.dataset()
