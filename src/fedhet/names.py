@@ -1,7 +1,10 @@
-"""One list of valid names per kind (torch-free), read from the registries and declarations.
+"""One list of valid names per kind of thing a config names (torch-free), read from the registries
+and declarations: the vocabulary `fedhet.config` validates against, so it imports nothing above
+it (table and figure kinds and table metrics are listed where they are defined:
+`experiments.kinds.TABLE_KINDS`, `figures.kinds.FIGURE_KINDS`, `tables.METRICS`).
 
 The workflow's schemas list some of these names too (for editors and early errors);
-`tests/test_names.py` checks that they agree with this module.
+`tests/test_names.py` checks that they agree with the package.
 """
 
 from __future__ import annotations
@@ -40,24 +43,6 @@ def methods(kind: str, implemented: bool | None = None) -> list[str]:
     from fedhet import catalog
 
     return catalog.names(kind, implemented)
-
-
-def table_kinds() -> list[str]:
-    from fedhet.experiments.kinds import TABLE_KINDS
-
-    return list(TABLE_KINDS)
-
-
-def figure_kinds() -> list[str]:
-    from fedhet.figures.kinds import FIGURE_KINDS
-
-    return FIGURE_KINDS.names()
-
-
-def table_metrics() -> list[str]:
-    from fedhet.tables import METRICS
-
-    return METRICS.names()
 
 
 def scales(root: str | Path = ".") -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from itertools import product
 from typing import Any
 
-from fedhet import catalog, names
+from fedhet import catalog
 from fedhet.config import ConfigError, resolve_run, run_id
 from fedhet.experiments.cells import Cell, Item
 from fedhet.experiments.jobs import calibration_job, cost_factor
@@ -268,6 +268,14 @@ def _left_out(grid: dict[str, Any], spec: dict[str, Any], proto: dict[str, Any],
     return out
 
 
+def figure_kinds() -> list[str]:
+    """The figure kinds a paper file may name (`fedhet.figures.kinds`, which reads this package's
+    cells, so it is imported when asked)."""
+    from fedhet.figures.kinds import FIGURE_KINDS
+
+    return FIGURE_KINDS.names()
+
+
 def expand_item(
     loader: Loader,
     paper: str,
@@ -292,7 +300,7 @@ def expand_item(
     section = "figures" if is_figure else "tables"
     base = f"{section}.{item_id}"
     kind = spec.get("kind", "curve" if is_figure else "accuracy")
-    valid_kinds = names.figure_kinds() if is_figure else TABLE_KINDS
+    valid_kinds = figure_kinds() if is_figure else TABLE_KINDS
     if kind not in valid_kinds:
         raise ExperimentError(
             file, f"{base}.kind", f"unknown kind '{kind}'; valid: {', '.join(valid_kinds)}"
