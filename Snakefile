@@ -70,10 +70,10 @@ rule ci:
 include: "workflow/rules/targets.smk"
 
 
-# Jobs on this machine start from one process that has imported torch (config: forkserver);
-# with challengers configured, what their leaderboards will train is printed first.
+# Jobs on this machine start from one process that has imported torch (config: forkserver).
+# (What a leaderboard will train is printed while the workflow is read, under -n too:
+# common.smk, announce_leaderboard.)
 onstart:
-    announce_leaderboard()
     start_forkserver()
 
 

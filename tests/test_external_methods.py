@@ -7,6 +7,7 @@ methods keep working."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -15,7 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+import fedhet
 from fedhet import catalog, external
 from fedhet.cli import main
 from fedhet.config import ConfigError, resolve_run, run_id
@@ -33,7 +36,22 @@ def _forget() -> None:
     """Read the installed packages afresh (the catalog reads them once per process)."""
     catalog._external.cache_clear()
     catalog._declarations.cache_clear()
-    external.source_hash.cache_clear()
+
+
+def registered() -> dict:
+    """The registries' names now; `unregister(before)` drops those a test's packages added
+    since (re-imported by a later test, a package registers its methods again)."""
+    from fedhet.algorithms.base import ALGORITHMS
+    from fedhet.plugins import PLUGINS
+
+    return {registry: set(registry._items) for registry in (ALGORITHMS, PLUGINS)}
+
+
+def unregister(before: dict) -> None:
+    builtin = set(catalog._builtin())  # fedhet's own stay registered
+    for registry, names in before.items():
+        for name in set(registry._items) - names - builtin:
+            del registry._items[name]
 
 
 class Site:
@@ -44,22 +62,39 @@ class Site:
         root.mkdir(exist_ok=True)
 
     def install(self, dist: str, version: str, entry_points: dict[str, str],
-                modules: dict[str, str | Path]) -> None:
-        """Install `dist` with `entry_points` (name → module) in group fedhet.methods; each
-        module is a folder to copy or the text of its `__init__.py`."""
+                modules: dict[str, str | Path], *, files: dict[str, str] | None = None,
+                record: bool = True) -> Path:
+        """Install `dist` with `entry_points` (name → module) in group fedhet.methods, as pip
+        does: each module is a folder to copy or the text of its `__init__.py`; `files` are
+        more files (path in the site folder → text, e.g. a top-level module `helper.py`); the
+        metadata folder's RECORD lists them all (unless not `record`). Returns that folder."""
+        written: list[Path] = []
         for name, source in modules.items():
             if isinstance(source, Path):
-                shutil.copytree(source, self.root / name, dirs_exist_ok=True)
+                shutil.copytree(source, self.root / name, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 (self.root / name).mkdir()
                 (self.root / name / "__init__.py").write_text(source)
+            written += [p for p in (self.root / name).rglob("*") if p.is_file()]
+        for rel, text in (files or {}).items():
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / rel).write_text(text)
+            written.append(self.root / rel)
         info = self.root / f"{dist.replace('-', '_')}-{version}.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\n"
                                        f"Version: {version}\n")
         lines = [f"{name} = {module}" for name, module in entry_points.items()]
         (info / "entry_points.txt").write_text("[fedhet.methods]\n" + "\n".join(lines) + "\n")
+        (info / "INSTALLER").write_text("pip\n")
+        if record:
+            listed = [*written, info / "METADATA", info / "entry_points.txt",
+                      info / "INSTALLER", info / "RECORD"]
+            (info / "RECORD").write_text("".join(
+                f"{p.relative_to(self.root).as_posix()},,\n" for p in listed))
         _forget()
+        return info
 
 
 @pytest.fixture
@@ -67,11 +102,13 @@ def site(tmp_path, monkeypatch):
     """An empty site folder on sys.path; afterwards the catalog forgets what it held."""
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     made = Site(tmp_path / "site")
-    before = set(sys.modules)
+    before, names = set(sys.modules), registered()
     yield made
     for name in set(sys.modules) - before:
-        if name.split(".")[0] in {p.name for p in made.root.iterdir()}:
+        if name.split(".")[0] in {p.name.removesuffix(".py") for p in made.root.iterdir()} | {
+                "fedhet_toy", "lpmath"}:  # also those of an editable install's folder
             del sys.modules[name]
+    unregister(names)
     monkeypatch.undo()
     _forget()
 
@@ -111,7 +148,19 @@ def test_trains_one_round_through_fedhet_train(site, tmp_path):
     assert final["status"] == "completed"
     assert final["run_id"].startswith("digits10-fedavg+logitpen-")
     assert final["run_id"] == run_id(resolve_run(TOY_RUN))  # this process sees the same package
-    assert "logitpen" in (out / "resolved.yaml").read_text()
+    resolved = yaml.safe_load((out / "resolved.yaml").read_text())
+    assert resolved["plugins"] == [{"name": "logitpen", "params": {"weight": 0.1}}]
+    # the provenance says where each method's code came from: the package, its version and,
+    # for another package's method, the hash of its code (the one in the run id)
+    methods = resolved["provenance"]["methods"]
+    source = catalog.package("logitpen").source
+    assert methods["logitpen"] == {
+        "kind": "plugin", "package": "toy-methods", "version": "0.1", "source": source.digest,
+        "source_covers": source.describe()}
+    assert methods["fedavg"] == {"kind": "algorithm", "package": "fedhet",
+                                 "version": fedhet.__version__}
+    assert source.describe().startswith(f"sha256 {source.digest} of 2 files: the files its "
+                                         "RECORD lists")
 
 
 def test_run_ids_follow_the_package_version_and_source(site, tmp_path):
@@ -134,6 +183,112 @@ def test_run_ids_follow_the_package_version_and_source(site, tmp_path):
     _forget()
     assert catalog.package("logitpen").version == "0.2"
     assert run_id(resolve_run(TOY_RUN)) not in (first, edited)
+
+
+# the toy plug-in with its maths in a helper module of the same distribution (`lpmath`, a
+# top-level module beside the package, as the issue's fl-logitpen laid it out)
+HELPED = {"fedhet_toy/plugin.py": (TOY / "plugin.py").read_text().replace(
+    "return float(self.hp[\"weight\"]) * out.logits.pow(2).mean()",
+    "from lpmath import penalty\n\n        return penalty(out.logits, float(self.hp[\"weight\"]))"),
+    "lpmath.py": "def penalty(logits, weight):\n    return weight * logits.pow(2).mean()\n"}
+
+
+def test_an_edit_to_a_helper_module_of_the_distribution_changes_the_run_ids(site):
+    """Every file the distribution installs is hashed (its RECORD), not only the package its
+    entry point names: an edit to a helper module gives new run ids."""
+    site.install("toy-methods", "0.1", {"logitpen": "fedhet_toy"},
+                 {"fedhet_toy": TOY}, files=HELPED)
+    assert "penalty(out.logits" in (site.root / "fedhet_toy" / "plugin.py").read_text()
+    first = run_id(resolve_run(TOY_RUN))
+    helper = site.root / "lpmath.py"
+    helper.write_text(helper.read_text().replace("weight *", "10 * weight *"))
+    _forget()
+    assert run_id(resolve_run(TOY_RUN)) != first
+    # a file added to the installed package (not in its RECORD) counts too
+    again = run_id(resolve_run(TOY_RUN))
+    (site.root / "fedhet_toy" / "more.py").write_text("X = 1\n")
+    _forget()
+    assert run_id(resolve_run(TOY_RUN)) not in (first, again)
+    # what it hashes: its package's files, the helper, never the metadata folder or caches
+    files = [name for name, _ in external.code_files(
+        importlib.metadata.distribution("toy-methods"))[0]]
+    assert files == ["fedhet_toy/__init__.py", "fedhet_toy/more.py", "fedhet_toy/plugin.py",
+                     "lpmath.py"]
+
+
+def test_the_helper_module_trains_with_its_package(site, tmp_path):
+    site.install("toy-methods", "0.1", {"logitpen": "fedhet_toy"},
+                 {"fedhet_toy": TOY}, files=HELPED)
+    plugin = catalog.plugins_of(resolve_run(TOY_RUN))[0]
+    import torch
+
+    assert float(plugin.extra_loss(None, type("Out", (), {"logits": torch.ones(2, 3)})())) == \
+        pytest.approx(0.1)
+
+
+def _editable(site: Site, tmp_path: Path, monkeypatch, finder: bool) -> Path:
+    """The toy package with a helper, installed editable from a project's src folder: a .pth
+    naming the folder (hatchling, setuptools' lax mode) or setuptools' import finder. Returns
+    the project's src folder (on sys.path, as the .pth would put it)."""
+    src = tmp_path / "project" / "src"
+    shutil.copytree(TOY, src / "fedhet_toy", ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, text in HELPED.items():
+        (src / rel).write_text(text)
+    (src / "notes.txt").write_text("not a module\n")
+    monkeypatch.syspath_prepend(str(src))
+    for name in [m for m in sys.modules if m.split(".")[0] in ("fedhet_toy", "lpmath")]:
+        del sys.modules[name]  # imported from another test's folder
+    if finder:
+        mapping = {"fedhet_toy": str(src / "fedhet_toy"), "lpmath": str(src / "lpmath.py")}
+        files = {"__editable___toy_methods_0_1_finder.py": f"MAPPING = {mapping!r}\n",
+                 "__editable__.toy_methods-0.1.pth": "import __editable___toy_methods_0_1_finder"}
+    else:
+        files = {"_toy_methods.pth": f"{src}\n"}
+    info = site.install("toy-methods", "0.1", {"logitpen": "fedhet_toy"}, {}, files=files)
+    (info / "direct_url.json").write_text(json.dumps(
+        {"url": (tmp_path / "project").as_uri(), "dir_info": {"editable": True}}))
+    _forget()
+    return src
+
+
+@pytest.mark.parametrize("finder", [False, True], ids=["pth-folder", "setuptools-finder"])
+def test_an_editable_install_hashes_the_modules_of_its_source_folder(site, tmp_path,
+                                                                    monkeypatch, finder):
+    src = _editable(site, tmp_path, monkeypatch, finder)
+    assert catalog.package("logitpen").source.how == "editable"
+    names = [n for n, _ in external.code_files(importlib.metadata.distribution("toy-methods"))[0]]
+    assert names == ["fedhet_toy/__init__.py", "fedhet_toy/plugin.py", "lpmath.py"]
+    first = run_id(resolve_run(TOY_RUN))
+    (src / "lpmath.py").write_text((src / "lpmath.py").read_text().replace("weight *", "2 * weight *"))
+    _forget()
+    assert run_id(resolve_run(TOY_RUN)) != first
+
+
+def test_code_the_run_ids_cannot_cover_is_refused(site, tmp_path, monkeypatch, capsys):
+    # no RECORD: nothing says which files are its code
+    site.install("toy-norecord", "0.1", {"logitpen": "fedhet_toy"}, {"fedhet_toy": TOY},
+                 record=False)
+    out = _listing(capsys)
+    assert ("toy-norecord 0.1 (entry point logitpen = fedhet_toy): its metadata lists no "
+            "installed files (no RECORD)") in out
+    assert "logitpen" not in catalog.names()
+    shutil.rmtree(site.root / "toy_norecord-0.1.dist-info")
+    # an entry point module that the distribution does not install (lying loose on the path)
+    (site.root / "toy_loose").mkdir()
+    (site.root / "toy_loose" / "__init__.py").write_text(
+        CLASH.format(name="loose", module="toy_loose"))
+    site.install("toy-elsewhere", "0.1", {"loose": "toy_loose"}, {}, files={"other.py": ""})
+    out = _listing(capsys)
+    assert "toy-elsewhere 0.1 (entry point loose = toy_loose): module toy_loose (" in out
+    assert "is not among the files of the distribution that its run ids hash" in out
+    # an editable install whose .pth holds only import lines the hash cannot follow
+    site.install("toy-opaque", "0.1", {"opaque": "toy_loose"}, {},
+                 files={"_opaque.pth": "import sys; sys.path.append('/elsewhere')\n"})
+    (site.root / "toy_opaque-0.1.dist-info" / "direct_url.json").write_text(
+        '{"url": "file:///elsewhere", "dir_info": {"editable": true}}')
+    _forget()
+    assert "toy-opaque 0.1 (entry point opaque = toy_loose): is an editable install whose " \
+           "source folders" in _listing(capsys)
 
 
 BROKEN = {

@@ -12,7 +12,19 @@ import re
 import pandas as pd
 import pytest
 
-from fedhet.analysis.leaderboard import build_leaderboard, legend, readable, render_html
+from fedhet.analysis.leaderboard import (
+    ENTRY_COLUMNS,
+    OVERVIEW,
+    build_leaderboard,
+    build_overview,
+    legend,
+    readable,
+    render_html,
+    render_markdown,
+    render_overview_html,
+    render_overview_markdown,
+    with_entry,
+)
 
 NAN = math.nan
 CHANCE = 10.0  # ten classes: near chance below 10 + 0.1 · 90 = 19
@@ -274,3 +286,70 @@ def test_the_report_table_reads_as_the_legend_says():
     assert "within 0.5" in text and "3 or more seeds" in text and "10% of the way" in text
     page = render_html(board, "Mine", 0.5, "demo")
     assert page.count("<tr>") == 3 and "within 0.5" in page and "53.33" in page
+
+
+# ----------------------------------------------------------------------------- entries
+
+
+def _entry(name: str, label: str, weight: float, **more) -> dict:
+    return {"name": name, "label": label, "method": "mine", "kind": "plugin",
+            "package": "mine-fl", "version": "0.3", "source": "0123456789abcdef",
+            "source_covers": "sha256 0123456789abcdef of 4 files: the files its RECORD lists",
+            "settings": f"plug-in mine(weight={weight})", "settings_per_paper": {}, **more}
+
+
+def _renamed(results: pd.DataFrame, name: str) -> pd.DataFrame:
+    out = results.copy()
+    out.loc[out["method"] == "mine", "method"] = name
+    return out
+
+
+def test_every_row_of_a_leaderboard_says_what_its_challenger_is():
+    board = build_leaderboard(SPREAD, "mine", tie_margin=0.5)
+    entry = _entry("mine-a", "Mine A", 0.1, settings_per_paper={"vhl": "plug-in mine(weight=1)"})
+    rows = with_entry(board, entry)
+    assert list(rows.columns[:8]) == ENTRY_COLUMNS
+    assert (rows["entry_source"] == "0123456789abcdef").all()
+    assert (rows["entry_package"] == "mine-fl").all() and (rows["entry_version"] == "0.3").all()
+    assert (rows["entry_settings"] == "plug-in mine(weight=1)").all()  # VHL's own settings
+    assert rows[board.columns].equals(board)
+    assert with_entry(rows, entry).equals(rows)  # read back and given again: once
+    page = render_markdown(board, "Mine A", 0.5, "demo", entry=entry)
+    assert "- Entry mine-a (Mine A): plug-in mine of mine-fl 0.3" in page
+    assert "sha256 0123456789abcdef of 4 files" in page
+    assert "Settings in VHL's tables: plug-in mine(weight=1)" in page
+    assert "plug-in mine of mine-fl 0.3" in render_html(board, "Mine A", 0.5, "demo", entry=entry)
+
+
+def test_the_overview_puts_the_entries_of_a_sweep_side_by_side_per_table():
+    a, b = _entry("mine-a", "Mine A", 0.1), _entry("mine-b", "Mine B", 1.0)
+    second = frame(*[cell("fedbr", "3", "s1", m, v) for m, v in
+                     (("fedavg", [60, 61, 62]), ("mine", [70, 71, 72]))])
+    results_a = pd.concat([SPREAD, second], ignore_index=True)
+    # B: one point better than A in table 1 (every cell), worse than fedavg in table 3
+    results_b = results_a.copy()
+    in_b = results_b["method"] == "mine"
+    results_b.loc[in_b & (results_b["table"] == "1"), "value"] += 1
+    results_b.loc[in_b & (results_b["table"] == "3"), "value"] -= 20
+    parts = []
+    for entry, results in ((a, results_a), (b, results_b)):
+        results = _renamed(results, entry["name"])
+        parts.append((entry, with_entry(build_leaderboard(results, entry["name"], tie_margin=0.5),
+                                        entry), results))
+    overview = build_overview(parts)
+    assert list(overview.columns) == OVERVIEW
+    assert list(zip(overview["table"], overview["entry"])) == [
+        ("1", "mine-a"), ("1", "mine-b"), ("3", "mine-a"), ("3", "mine-b")]
+    first = overview.iloc[0]
+    # A's mean over table 1's settings: each setting's mean over seeds (s5 with all three)
+    assert first["mean"] == pytest.approx((52 + 51.5 + 55 + 15 + 70) / 5)
+    assert overview.iloc[1]["mean"] == pytest.approx(first["mean"] + 1)
+    assert (first["wins"], first["ties"], first["losses"], first["excluded"]) == (3, 3, 1, 3)
+    assert (first["rank"], first["ranked"], first["methods"]) == (2, 3, 2)
+    assert tuple(overview.iloc[3][["rank", "wins", "losses"]]) == (2, 0, 1)
+    assert overview.iloc[1]["entry_settings"] == "plug-in mine(weight=1.0)"
+    page = render_overview_markdown(overview, [a, b], "demo")
+    assert "| VHL | 1 | ACC (%) | Mine A | mine (mine-fl 0.3 · 0123456789abcdef) | plug-in " \
+           "mine(weight=0.1) |" in page
+    assert "- Entry mine-b (Mine B): plug-in mine of mine-fl 0.3" in page
+    assert "Mine B" in render_overview_html(overview, [a, b], "demo")

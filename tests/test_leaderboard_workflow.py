@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections import Counter
 import subprocess
@@ -18,11 +19,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from test_external_methods import TOY, Site, _forget
+from test_external_methods import TOY, Site, _forget, registered, unregister
 from test_workflow import fake_workflow, job_counts, snakemake
 
 from fedhet import experiments as X
 from fedhet.analysis.challenger import results_frame, table_rows
+from fedhet import catalog
+from fedhet.experiments import challengers
 from fedhet.experiments.challengers import comparable_tables, parse_challengers
 from fedhet.experiments.loading import ExperimentError, Loader
 from fedhet.tables.results import RunResult
@@ -34,6 +37,12 @@ RUN_IDS = ROOT / "tests" / "data" / "run_ids.json"
 RECORDED = ["vhl", "ccvr", "fedimpro"]  # the papers tests/data/run_ids.json records
 TOY_PLUGIN = {"name": "logitpen", "label": "Toy", "set": {"plugins": [
     {"name": "logitpen", "params": {"weight": 0.05}}]}}
+
+TOY_ALGO = ("from fedhet.declare import Method, Param\n"
+            "DECLARATIONS = [Method(name='toyavg', kind='algorithm', summary='FedAvg, renamed',"
+            " module='toy_algo.impl', params={'step': Param(1.0, 'server step', above=0)})]\n")
+TOY_ALGO_IMPL = ("from fedhet.algorithms.base import ALGORITHMS, Algorithm\n"
+                 "ALGORITHMS.add('toyavg', Algorithm)\n")
 
 # the comparable tables and the axis each kind of challenger joins (the papers' main tables)
 COMPARABLE = {
@@ -53,17 +62,27 @@ def site(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     made = Site(tmp_path / "site")
     made.install("toy-methods", "0.1", {"logitpen": "fedhet_toy"}, {"fedhet_toy": TOY})
+    names = registered()
     yield made
-    for name in [m for m in sys.modules if m.split(".")[0] == "fedhet_toy"]:
+    for name in [m for m in sys.modules if m.split(".")[0] in {
+            p.name.removesuffix(".py") for p in made.root.iterdir()}]:
         del sys.modules[name]
+    unregister(names)
     monkeypatch.undo()
     _forget()
 
 
-def experiment(challengers=(), papers=RECORDED, scale="demo", **over):
+def experiment(challengers=(), papers=RECORDED, scale="demo", *, origins=None, results=None,
+               **over):
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg.update(scale=scale, papers=list(papers), challengers=list(challengers), **over)
-    return X.load_experiment(cfg, ROOT)
+    return X.load_experiment(cfg, ROOT, origins=origins, results=results)
+
+
+def weight(w: float, name: str | None = None, label: str | None = None) -> dict:
+    """An entry running the toy plug-in with weight `w`."""
+    return {"name": name or f"lp-{w:g}", "method": "logitpen", "label": label or f"LP {w:g}",
+            "set": {"plugins": [{"name": "logitpen", "params": {"weight": w}}]}}
 
 
 # ----------------------------------------------------------------------------- declarations
@@ -127,10 +146,8 @@ def test_the_challenger_joins_each_table_on_its_axis_beside_the_papers_runs(site
 
 
 def test_an_algorithm_challenger_joins_the_algorithm_axes(site):
-    site.install("toy-algo", "0.2", {"toyalgo": "toy_algo"}, {"toy_algo": (
-        "from fedhet.declare import Method, Param\n"
-        "DECLARATIONS = [Method(name='toyavg', kind='algorithm', summary='FedAvg, renamed',"
-        " module='toy_algo.impl', params={'step': Param(1.0, 'server step', above=0)})]\n")})
+    site.install("toy-algo", "0.2", {"toyalgo": "toy_algo"}, {"toy_algo": TOY_ALGO},
+                 files={"toy_algo/impl.py": TOY_ALGO_IMPL})
     exp = experiment([{"name": "toyavg", "per_paper": {"ccvr": {"set": {
         "algorithm": {"name": "toyavg", "params": {"step": 0.5}}}}}}])
     board = exp.leaderboard["toyavg"]
@@ -187,6 +204,172 @@ def test_a_kind_no_comparable_table_accepts_is_refused(site):
                                               r"the configured papers accepts one \(they accept: "
                                               "algorithm\\)"):
         parse_challengers([{"name": "logitpen"}], joins)
+
+
+# ----------------------------------------------------------------------------- entries
+
+
+def test_a_sweep_of_one_method_and_another_method_sit_side_by_side(site):
+    """Named entries: three settings of one method and another method, in one leaderboard,
+    each with its own cells, label and runs; a sweep of k settings costs k challengers' runs
+    and nothing more (the same settings under two names share theirs)."""
+    site.install("toy-algo", "0.2", {"toyalgo": "toy_algo"}, {"toy_algo": TOY_ALGO},
+                 files={"toy_algo/impl.py": TOY_ALGO_IMPL})
+    plain = experiment()
+    one = experiment([weight(0.01)])
+    sweep = [weight(0.01), weight(0.05), weight(0.1)]
+    exp = experiment([*sweep, {"name": "toyavg"}])
+    assert sorted(exp.leaderboard) == ["lp-0.01", "lp-0.05", "lp-0.1", "toyavg"]
+    single = set(one.leaderboard["lp-0.01"].challenger_run_ids())
+    own = {name: set(board.challenger_run_ids()) for name, board in exp.leaderboard.items()}
+    for entry in sweep:
+        board = exp.leaderboard[entry["name"]]
+        assert board.challenger.method == "logitpen" and board.challenger.label == entry["label"]
+        assert len(own[entry["name"]]) == len(single)
+        for target, item in board.items.items():
+            axis = board.joins[target].axis
+            mine = [c for c in item.cells if c.labels.get(axis) == entry["name"]]
+            assert mine and all(c.display[axis] == entry["label"] for c in mine)
+            # no other entry's cells in its tables: each has its own rows
+            assert not {c.labels.get(axis) for c in item.cells} & (set(own) - {entry["name"]})
+            for cell in mine:
+                w = entry["set"]["plugins"][0]["params"]["weight"]
+                assert all({"name": "logitpen", "params": {"weight": w}} in
+                           exp.runs[r]["plugins"] for r in cell.run_ids)
+    assert own["lp-0.01"] == single
+    assert not own["lp-0.01"] & own["lp-0.05"] and not own["lp-0.05"] & own["lp-0.1"]
+    # the sweep's cost: its three entries' runs, nothing more (and the papers' runs unchanged)
+    added = set(exp.runs) - set(plain.runs)
+    assert added == set().union(*own.values())
+    assert len(set().union(*(own[e["name"]] for e in sweep))) == 3 * len(single)
+    # one setting under two names: two entries, one set of runs
+    twice = experiment([weight(0.01), weight(0.01, name="again", label="Again")])
+    assert set(twice.runs) - set(plain.runs) == single
+    assert set(twice.leaderboard["again"].challenger_run_ids()) == single
+
+
+def test_each_joined_table_says_what_its_challenger_is(site):
+    exp = experiment([weight(0.01), weight(0.05)], papers=["ccvr", "fedbr"])
+    source = catalog.package("logitpen").source.digest
+    for name, w in (("lp-0.01", 0.01), ("lp-0.05", 0.05)):
+        for item in exp.leaderboard[name].items.values():
+            assert (f"Entry {name}: plug-in logitpen of toy-methods 0.1 (code sha256 {source}), "
+                    f"settings: plug-in logitpen(weight={w:g}).") in item.payload()["spec"]["note"]
+    # per-paper settings are the ones stated in that paper's tables
+    exp = experiment([{**weight(0.01), "per_paper": {"fedbr": {"set": {"plugins": [
+        {"name": "logitpen", "params": {"weight": 0.5}}]}}}}], papers=["ccvr", "fedbr"])
+    board = exp.leaderboard["lp-0.01"]
+    assert "logitpen(weight=0.5)" in board.items["fedbr_t1"].spec["note"]
+    assert "logitpen(weight=0.01)" in board.items["ccvr_t1"].spec["note"]
+    entry = challengers.manifest(board, "demo", exp.seeds)
+    assert entry["package"] == "toy-methods" and entry["version"] == "0.1"
+    assert entry["source"] == source and entry["settings"] == "plug-in logitpen(weight=0.01)"
+    assert entry["settings_per_paper"] == {"fedbr": "plug-in logitpen(weight=0.5)"}
+
+
+@pytest.mark.parametrize(("challengers_", "message"), [
+    ([weight(0.01), weight(0.05, name="lp-0.01")],
+     r"^mine\.yaml: 'challengers\[1\]\.name': 'lp-0\.01' names challengers\[0\] too"),
+    ([weight(0.01), weight(0.05, label="LP 0.01")],
+     r"^mine\.yaml: 'challengers\[1\]\.label': 'LP 0\.01' labels challengers\[0\] too"),
+    ([{"name": "bad/name"}], r"^mine\.yaml: 'challengers\[0\]\.name': 'bad/name' is no entry name"),
+    ([{"name": "x", "method": "mine"}],
+     r"^mine\.yaml: 'challengers\[0\]\.method': unknown method 'mine'"),
+    # a method of fedhet under a name the table has: the user's file is blamed, not the paper's
+    ([{"name": "fedprox"}], r"^mine\.yaml: 'challengers\[0\]\.name': 'fedprox' is already a "
+                            r"method of vhl table t1 \(a value of its algorithm axis\).*name it "
+                            r"otherwise \(e\.g\. fedprox-2\) and set `method: fedprox`"),
+])
+def test_errors_name_the_file_the_entry_came_from(site, challengers_, message):
+    with pytest.raises(ExperimentError, match=message):
+        experiment(challengers_, origins={"challengers": "mine.yaml"})
+
+
+def test_a_method_of_fedhet_under_settings_of_its_own_is_an_entry(site):
+    exp = experiment([{"name": "fedprox-mu1", "method": "fedprox", "set": {
+        "algorithm": {"name": "fedprox", "params": {"mu": 1.0}}}}])
+    board = exp.leaderboard["fedprox-mu1"]
+    cells = [c for c in board.items["vhl_t1"].cells if c.labels.get("algorithm") == "fedprox-mu1"]
+    assert cells and all(exp.runs[r]["algorithm"] == {"name": "fedprox", "params": {"mu": 1.0}}
+                         for c in cells for r in c.run_ids)
+    assert "algorithm fedprox of fedhet" in board.items["vhl_t1"].spec["note"]
+
+
+def test_an_implementation_that_cannot_be_imported_is_refused_with_its_cause(site):
+    plugin = site.root / "fedhet_toy" / "plugin.py"
+    plugin.write_text(plugin.read_text() + "\nimport lpmath_missing\n")
+    _forget()
+    with pytest.raises(ExperimentError, match=r"^mine\.yaml: 'challengers\[0\]\.method': plugin "
+                       r"'logitpen' of toy-methods 0\.1: cannot import its module "
+                       r"fedhet_toy\.plugin: ModuleNotFoundError: No module named "
+                       r"'lpmath_missing'"):
+        experiment([weight(0.01)], origins={"challengers": "mine.yaml"})
+
+
+def _built(results: Path, exp, name: str) -> Path:
+    """The leaderboard of entry `name` as the workflow leaves it in `results`: its manifest,
+    and its challenger runs built."""
+    board = exp.leaderboard[name]
+    folder = results / "leaderboard" / name
+    folder.mkdir(parents=True)
+    (folder / "entry.json").write_text(json.dumps(challengers.manifest(board, "demo", exp.seeds)))
+    for rid in board.challenger_run_ids():
+        (results / "runs" / rid).mkdir(parents=True, exist_ok=True)
+        (results / "runs" / rid / "final.json").write_text("{}")
+    return folder
+
+
+def test_another_config_cannot_take_a_built_entrys_folder(site, tmp_path):
+    results = tmp_path / "results" / "demo"
+    folder = _built(results, experiment([weight(0.01, name="lp")]), "lp")
+    # the same entry again (an edited label too) rebuilds in place
+    again = experiment([weight(0.01, name="lp", label="LP")], results=results)
+    assert again.leaderboard["lp"].stored == ""
+    with pytest.raises(ExperimentError, match=(
+            r"^other\.yaml: 'challengers\[0\]\.name': 'lp' names the leaderboard in "
+            rf"{re.escape(str(folder))}/, built for logitpen, settings: plug-in "
+            r"logitpen\(weight=0\.01\); this entry is logitpen, settings: plug-in "
+            r"logitpen\(weight=0\.05\)\. Give it a name of its own")):
+        experiment([weight(0.05, name="lp")], results=results, origins={"challengers": "other.yaml"})
+    # under a name of its own, both leaderboards are entries
+    both = experiment([weight(0.05, name="lp5")], results=results)
+    assert sorted(both.leaderboard) == ["lp", "lp5"]
+    assert both.leaderboard["lp"].stored == str(folder)
+
+
+def test_leaderboards_on_disk_stay_entries_while_they_are_what_they_were_built_from(site,
+                                                                                   tmp_path):
+    results = tmp_path / "results" / "demo"
+    built = experiment([weight(0.01), weight(0.05)], papers=["ccvr", "fedbr"])
+    for name in built.leaderboard:
+        _built(results, built, name)
+    later = experiment(papers=["ccvr", "fedbr"], results=results)  # a plain run: no challengers
+    assert sorted(later.leaderboard) == ["lp-0.01", "lp-0.05"]
+    assert later.leaderboard_left_out == {}
+    for name, board in later.leaderboard.items():
+        assert board.challenger_run_ids() == built.leaderboard[name].challenger_run_ids()
+        assert set(board.run_ids()) <= set(later.runs)
+    # another run's papers: left out, saying why
+    other = experiment(papers=["ccvr"], results=results)
+    assert other.leaderboard == {}
+    assert other.leaderboard_left_out["lp-0.01"].startswith(
+        "it was built for tables ccvr_t1, fedbr_t1, fedbr_t3, fedbr_t5; this run's papers give "
+        "ccvr_t1")
+    # a run deleted since
+    gone = sorted(built.leaderboard["lp-0.05"].challenger_run_ids())[0]
+    shutil.rmtree(results / "runs" / gone)
+    later = experiment(papers=["ccvr", "fedbr"], results=results)
+    assert sorted(later.leaderboard) == ["lp-0.01"]
+    assert later.leaderboard_left_out["lp-0.05"] == (f"1 of its runs are no longer on disk "
+                                                     f"(e.g. {gone})")
+    # the method's code edited: its runs would be new ones
+    plugin = site.root / "fedhet_toy" / "plugin.py"
+    plugin.write_text(plugin.read_text().replace("pow(2)", "abs()"))
+    _forget()
+    later = experiment(papers=["ccvr", "fedbr"], results=results)
+    assert later.leaderboard == {}
+    assert "the code of logitpen changed since it was built" in \
+        later.leaderboard_left_out["lp-0.01"]
 
 
 # ----------------------------------------------------------------------------- ranking input
@@ -297,12 +480,25 @@ def test_the_leaderboard_builds_with_the_fake_and_reuses_the_papers_runs(site, t
     exp = X.load_experiment(cfg, work)
     board = exp.leaderboard["logitpen"]
     new = set(board.challenger_run_ids())
+    source = catalog.package("logitpen").source.digest
+    plan = (f"leaderboard of Toy (logitpen): 4 comparable tables; {len(new)} new runs to train "
+            f"(0 of its {len(new)} already built): ")
+    about = (f"Entry logitpen: plug-in logitpen of toy-methods 0.1 (code sha256 {source}), "
+             "settings: plug-in logitpen(weight=0.05).")
+    # a dry run shows the plan too: where a user decides whether to spend the compute
+    dry = snakemake(work, "leaderboard", "--configfile", str(mine), "-n", "--config", papers,
+                    env=env)
+    out = dry.stdout + dry.stderr
+    assert plan in out and about in out and "GPU-hours" in out
+    missing = [r for r in board.run_ids() if r not in new
+               and not (work / "results" / "demo" / "runs" / r / "final.json").exists()]
+    assert f"and {len(missing)} runs of the papers' own tables not built yet" in out
+    assert job_counts(out)["train"] == len(new) + len(missing)
     proc = snakemake(work, "leaderboard", "--configfile", str(mine), "--cores", "2", "--config",
                      papers, env=env)
     out = proc.stdout + proc.stderr
-    # said before anything trains: the new runs and their training work
-    announced = out.index(f"leaderboard of Toy (logitpen): 4 comparable tables; {len(new)} new "
-                          "runs to train")
+    # said before anything trains: the new runs, their training work and GPU-hours
+    announced = out.index(plan)
     assert "TFLOP of training work (images × FLOPs)" in out
     assert announced < out.index("rule train")
     calls = Counter(line for line in (work / "calls.log").read_text().splitlines()
@@ -326,12 +522,32 @@ def test_the_leaderboard_builds_with_the_fake_and_reuses_the_papers_runs(site, t
                                                              ("fedbr", "t3"), ("fedbr", "t5")}
     assert (ranking["method"] != "logitpen").all()
     assert "Leaderboard of Toy" in (base / "leaderboard.html").read_text()
+    # every row, page and joined table says what the challenger is
+    assert (ranking["entry_package"] == "toy-methods").all()
+    assert (ranking["entry_version"].astype(str) == "0.1").all()
+    assert (ranking["entry_source"] == source).all()
+    assert (ranking["entry_settings"] == "plug-in logitpen(weight=0.05)").all()
+    assert "plug-in logitpen of toy-methods 0.1" in (base / "leaderboard.md").read_text()
+    for item in board.items.values():
+        assert about in (base / item.paper / f"{item.id}.md").read_text()
+    entry = json.loads((base / "entry.json").read_text())
+    assert (entry["method"], entry["source"]) == ("logitpen", source)
+    assert entry["challenger_run_ids"] == sorted(new)
+    overview = pd.read_csv(work / "results" / "demo" / "leaderboard" / "overview.csv")
+    assert list(overview["entry"]) == ["logitpen"] * 4
     # nothing left to do; without the challenger the papers' DAG is as it was
     again = snakemake(work, "leaderboard", "--configfile", str(mine), "-n", "--config", papers,
                       env=env)
     assert job_counts(again.stdout + again.stderr) == {}
     plain = snakemake(work, "ccvr_t1", "fedbr_t1", "-n", "--config", papers, env=env)
     assert job_counts(plain.stdout + plain.stderr) == {}
+    # a later plain run keeps the leaderboard on disk among the results its report shows
+    summary = snakemake(work, "results", "--summary", "--config", papers, env=env).stdout
+    kept = [line.split("\t") for line in summary.splitlines()
+            if line.startswith("results/demo/leaderboard/")]
+    assert {row[0] for row in kept} >= {f"results/demo/leaderboard/logitpen/leaderboard.html",
+                                         "results/demo/leaderboard/overview.html"}
+    assert all(row[-1] == "no update" for row in kept), kept
 
 
 @pytest.mark.workflow
@@ -345,11 +561,73 @@ def test_a_bad_challenger_stops_the_workflow_before_any_job(site, tmp_path):
     proc = snakemake(work, "leaderboard", "--configfile", str(mine), "--cores", "1", env=env,
                      check=False)
     assert proc.returncode != 0
-    assert "is -2; allowed: a number >= 0" in proc.stdout + proc.stderr
+    # blamed on the file it came from, not config/config.yaml
+    assert ("mine.yaml: 'challengers[0].set.plugins[0].params': setting "
+            "'challengers[0].set.plugins[0].params.weight' is -2; allowed: a number >= 0") in \
+        proc.stdout + proc.stderr
+    assert not (work / "calls.log").exists()
+    # a key the schema does not know: the schema's check names the file too
+    mine.write_text(yaml.safe_dump({"challengers": [{"name": "logitpen", "sett": {}}]}))
+    proc = snakemake(work, "leaderboard", "--configfile", str(mine), "-n", env=env, check=False)
+    assert proc.returncode != 0
+    assert "mine.yaml: invalid setting 'challengers.0': Additional properties are not allowed " \
+           "('sett' was unexpected)" in proc.stdout + proc.stderr
+    # an implementation that cannot be imported: refused with its cause, also under -n
+    mine.write_text(yaml.safe_dump({"challengers": [TOY_PLUGIN]}))
+    plugin = site.root / "fedhet_toy" / "plugin.py"
+    plugin.write_text(plugin.read_text() + "\nraise RuntimeError('half-written')\n")
+    for how in (["-n"], ["--cores", "1"]):
+        proc = snakemake(work, "leaderboard", "--configfile", str(mine), *how, env=env,
+                         check=False)
+        assert proc.returncode != 0
+        assert ("mine.yaml: 'challengers[0].name': plugin 'logitpen' of toy-methods 0.1: cannot "
+                "import its module fedhet_toy.plugin: RuntimeError: half-written") in \
+            proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr
     assert not (work / "calls.log").exists()
     proc = snakemake(work, "leaderboard", "-n", env=env, check=False)
     assert proc.returncode != 0
     assert "no challenger configured" in proc.stdout + proc.stderr
+
+
+@pytest.mark.workflow
+def test_a_sweep_costs_its_entries_runs_and_nothing_more(site, tmp_path):
+    """The DAG of a sweep of three settings of one method (a dry run, nothing built): per entry
+    its own tables and ranking, three challengers' runs and no other job more than one
+    entry's DAG has; the plan printed under -n says what each entry is and the total."""
+    work = tmp_path / "wf"
+    work.mkdir()
+    env = _env_with_site(fake_workflow(work), site.root)
+    papers = "papers=[ccvr,fedbr]"
+    cfg = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+           "papers": ["ccvr", "fedbr"]}
+
+    def dry(entries: list[dict]) -> tuple[dict[str, int], str]:
+        mine = work / "mine.yaml"
+        mine.write_text(yaml.safe_dump({"challengers": entries, "report_after_run": False}))
+        proc = snakemake(work, "leaderboard", "--configfile", str(mine), "-n", "--config",
+                         papers, env=env)
+        return job_counts(proc.stdout + proc.stderr), proc.stdout + proc.stderr
+
+    one, _ = dry([weight(0.01)])
+    sweep = [weight(0.01), weight(0.05), weight(0.1)]
+    three, out = dry(sweep)
+    exp = X.load_experiment({**cfg, "challengers": sweep}, work)
+    single = len(exp.leaderboard["lp-0.01"].challenger_run_ids())
+    tables = len(exp.leaderboard["lp-0.01"].items)
+    assert three["train"] == one["train"] + 2 * single
+    assert three["leaderboard_table"] == 3 * tables and one["leaderboard_table"] == tables
+    assert three["leaderboard_ranking"] == 3 and one["leaderboard_ranking"] == 1
+    assert three["leaderboard_overview"] == one["leaderboard_overview"] == 1
+    changed = {"train", "leaderboard_table", "leaderboard_ranking", "total"}
+    assert {k: v for k, v in three.items() if k not in changed} == \
+        {k: v for k, v in one.items() if k not in changed}
+    for entry in sweep:
+        w = entry["set"]["plugins"][0]["params"]["weight"]
+        assert (f"leaderboard of {entry['label']} ({entry['name']}): {tables} comparable tables; "
+                f"{single} new runs to train") in out
+        assert f"settings: plug-in logitpen(weight={w:g})." in out
+    assert f"all 3 entries: {3 * single} new runs to train, each once: " in out
 
 
 @pytest.mark.workflow

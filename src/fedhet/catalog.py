@@ -105,11 +105,33 @@ def version(name: str) -> int:
 def identity_version(name: str) -> int | dict[str, Any]:
     """What a run using `name` carries for it in its identity: `version(name)` for fedhet's own
     methods (their run ids never change); for an external method, also its distribution's
-    version and a hash of its source files (`fedhet.external.identity_entry`)."""
+    version and a hash of its code files (`fedhet.external.identity_entry`)."""
     origin = package(name)
     if origin is None:
         return version(name)
     return external.identity_entry(method(name), origin)
+
+
+def origin(name: str) -> dict[str, Any]:
+    """Where a declared method's code comes from, as resolved.yaml's provenance and the
+    leaderboard state it: its kind, package and version, and for an external method the hash of
+    its distribution's code (`fedhet.external.Source`) and what it covers."""
+    decl = method(name)
+    found = package(name)
+    if found is None:
+        import fedhet
+
+        return {"kind": decl.kind, "package": "fedhet", "version": fedhet.__version__}
+    assert found.source is not None
+    return {"kind": decl.kind, "package": found.name, "version": found.version,
+            "source": found.source.digest, "source_covers": found.source.describe()}
+
+
+def run_methods(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """`origin` of each training method a resolved run names (its algorithm, then its
+    plug-ins), by name."""
+    names = [run["algorithm"]["name"], *(p["name"] for p in run.get("plugins") or [])]
+    return {name: origin(name) for name in dict.fromkeys(names)}
 
 
 def artefact_families() -> dict[str, ArtefactFamily]:

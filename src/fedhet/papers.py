@@ -39,3 +39,9 @@ def leaderboard_category(label: str) -> str:
     """A challenger's leaderboard in the report's sidebar, "6 · Leaderboard: Mine": after the
     papers' entries."""
     return f"{len(PAPERS) + 1} · Leaderboard: {label}"
+
+
+def leaderboard_overview_category() -> str:
+    """Every leaderboard entry side by side in the report's sidebar, "6 · Leaderboard": before
+    the entries' own (a prefix of theirs)."""
+    return f"{len(PAPERS) + 1} · Leaderboard"

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 import fedhet
-from fedhet import atomic
+from fedhet import atomic, catalog
 from fedhet.config import ConfigError, resolve_run, run_hash, run_id
 from fedhet.data import load_dataset
 from fedhet.engine.device import pick_device
@@ -54,6 +54,8 @@ def provenance(run: dict[str, Any], device: torch.device, data: Any,
         "run_hash": run_hash(run),
         "fedhet_version": fedhet.__version__,
         "git_commit": git_commit(),
+        # each method's package and version; for a method of another package, its code's hash
+        "methods": catalog.run_methods(run),
         "torch_version": str(torch.__version__),
         "python_version": platform.python_version(),
         "device": str(device),

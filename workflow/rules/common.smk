@@ -6,6 +6,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from snakemake.utils import validate
 
 from fedhet import catalog, names, papers
 from fedhet import experiments as X
+from fedhet.experiments import challengers
 from fedhet.config import ConfigError
 from fedhet.figures.kinds import FIGURE_KINDS
 from fedhet.local import gpushare
@@ -27,8 +29,41 @@ ROOT = Path(workflow.basedir)
 SCHEMAS = ROOT / "workflow" / "schemas"
 
 
+def shown_path(path):
+    """A config file as the user named it: relative to the working directory when inside it."""
+    path = Path(path).absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def config_origin(keys):
+    """Where the workflow config's value at `keys` (a key path; its top-level key decides)
+    came from: `--config` when set there, else the last --configfile that sets it, else
+    config/config.yaml (Snakemake merges them in this order)."""
+    if not keys:
+        return "config/config.yaml"
+    settings = workflow.config_settings
+    given = dict(settings.config or {})
+    if keys[0] in given:
+        value = given[keys[0]]
+        shown = value if isinstance(value, (str, int, float)) else "..."
+        return f"--config {keys[0]}={shown}"
+    for path in reversed(list(settings.configfiles or [])):
+        if keys[0] in X.read_yaml(path):
+            return shown_path(path)
+    return "config/config.yaml"
+
+
+def config_origins():
+    """Top-level key of the workflow config → the file (or --config) it came from."""
+    return {key: config_origin([key]) for key in config}
+
+
 def validate_file(data, schema, file):
-    """Schema-check one config file; errors name the file and the key."""
+    """Schema-check one config file; errors name the file and the key (`file`: its name, or
+    a function of the bad key's path that names the file it came from)."""
     try:
         validate(data, schema=str(SCHEMAS / schema))
     except WorkflowError:
@@ -38,25 +73,22 @@ def validate_file(data, schema, file):
         error = jsonschema.validators.validator_for(schema_doc)(schema_doc)
         worst = jsonschema.exceptions.best_match(error.iter_errors(data))
         key = ".".join(str(p) for p in worst.absolute_path) or "(top level)"
+        where = file(list(worst.absolute_path)) if callable(file) else file
         raise WorkflowError(
-            f"{file}: invalid setting '{key}': {worst.message}"
+            f"{where}: invalid setting '{key}': {worst.message}"
         ) from None
 
 
 def load_and_validate():
-    """Validate config.yaml, the scale file and every paper file, then expand the experiment."""
-    validate_file(config, "config.schema.yaml", "config/config.yaml (+ --config)")
+    """Validate config.yaml, the scale file and every paper file, then expand the experiment
+    (with this scale's leaderboards on disk: `fedhet.experiments.challengers`)."""
+    validate_file(config, "config.schema.yaml", config_origin)
     scale_file = ROOT / "config" / "scales" / f"{config['scale']}.yaml"
     if not scale_file.exists():
         valid = sorted(p.stem for p in scale_file.parent.glob("*.yaml"))
-        in_file = X.read_yaml(ROOT / "config" / "config.yaml").get("scale")
-        where = (
-            "config/config.yaml"
-            if config["scale"] == in_file
-            else f"--config scale={config['scale']}"
-        )
         raise WorkflowError(
-            f"{where}: unknown scale '{config['scale']}'; valid: {', '.join(valid)}"
+            f"{config_origin(['scale'])}: unknown scale '{config['scale']}'; valid: "
+            f"{', '.join(valid)}"
         )
     validate_file(
         X.read_yaml(scale_file),
@@ -72,7 +104,12 @@ def load_and_validate():
                 f"config/papers/{path.name}",
             )
     try:
-        return X.load_experiment(config, ROOT)
+        return X.load_experiment(
+            config,
+            ROOT,
+            origins=config_origins(),
+            results=f"results/{config['scale']}",
+        )
     except ConfigError as err:
         raise WorkflowError(str(err)) from None
 
@@ -656,18 +693,22 @@ REPORT_TEXT = "reports/workflow.rst"
 
 
 # ----------------------------------------------------------------------------- leaderboard
-# `snakemake leaderboard --configfile mine.yaml`: each challenger of config['challengers'] added
-# to every comparable table of config['papers'] (fedhet.experiments.challengers), and ranked.
+# `snakemake leaderboard --configfile mine.yaml`: each entry of config['challengers'] added to
+# every comparable table of config['papers'] (fedhet.experiments.challengers), and ranked; the
+# entries of leaderboards built before under results/<scale>/leaderboard/ that the config does
+# not name are kept while they are what they were built from (their report entries stay).
 
 BOARDS = EXP.leaderboard
 CHALLENGERS = sorted(BOARDS)
+LEADERBOARD = f"results/{SCALE}/leaderboard"
 
 
 def leaderboard_outputs(name):
-    """Files of one challenger's leaderboard: each comparable table with it, and the ranking."""
-    base = f"results/{SCALE}/leaderboard/{name}"
+    """Files of one entry's leaderboard: each comparable table with it, the ranking and what
+    the entry is (entry.json)."""
+    base = f"{LEADERBOARD}/{name}"
     out = [f"{base}/leaderboard.{ext}" for ext in ("csv", "md", "html")]
-    out.append(f"{base}/cells.csv")
+    out += [f"{base}/cells.csv", f"{base}/entry.json"]
     for item in BOARDS[name].items.values():
         out.extend(
             f"{base}/{item.paper}/{item.id}.{ext}" for ext in ("csv", "md", "html")
@@ -675,12 +716,21 @@ def leaderboard_outputs(name):
     return out
 
 
+def overview_outputs():
+    """The entries side by side (with any entry)."""
+    if not CHALLENGERS:
+        return []
+    return [f"{LEADERBOARD}/overview.{ext}" for ext in ("csv", "md", "html")]
+
+
 def all_leaderboards():
-    return [path for name in CHALLENGERS for path in leaderboard_outputs(name)]
+    out = [path for name in CHALLENGERS for path in leaderboard_outputs(name)]
+    return out + overview_outputs()
 
 
 def leaderboard_targets(wildcards):
-    """Input function of the `leaderboard` target, every challenger's leaderboard and the report."""
+    """Input function of the `leaderboard` target, every entry's leaderboard, the overview and
+    the report."""
     if not CHALLENGERS:
         raise WorkflowError(
             "snakemake leaderboard: no challenger configured; name your method in a YAML file, "
@@ -730,7 +780,7 @@ def board_inputs(wildcards):
     """What a challenger's ranking reads: its tables, and every run's results, settings (its
     training work) and calibrations."""
     board = BOARDS[wildcards.challenger]
-    base = f"results/{SCALE}/leaderboard/{wildcards.challenger}"
+    base = f"{LEADERBOARD}/{wildcards.challenger}"
     tables = [f"{base}/{i.paper}/{i.id}.csv" for i in board.items.values()]
     runs = []
     for rid in board.run_ids():
@@ -745,7 +795,8 @@ def board_inputs(wildcards):
 
 
 def board_payload(wildcards):
-    """Params function: the challenger, each comparable table's payload with the axis it
+    """Params function: the entry (what it is: method, package, version, code hash, settings;
+    and what it was built from: entry.json), each comparable table's payload with the axis it
     joined and the metric scored, the tie margin and the scale's warning."""
     board = BOARDS[wildcards.challenger]
     tables = []
@@ -763,19 +814,50 @@ def board_payload(wildcards):
     ch = board.challenger
     content = {
         "challenger": {"name": ch.name, "label": ch.label, "kind": ch.kind},
+        "entry": challengers.manifest(board, SCALE, EXP.seeds),
+        "about": challengers.about_text(ch),
         "tables": tables,
-        "tie_margin": float((config.get("leaderboard") or {}).get("tie_margin", 1.0)),
+        "tie_margin": board.tie_margin,
         "warning": config["scale_warning"],
     }
     return X.Payload(content, f"{ch.name}: {len(tables)} comparable tables")
 
 
-def announce_leaderboard():
-    """Before anything trains: per challenger, the runs it adds that are not built yet and
-    their training work (images, and images × FLOPs), and the baseline runs still to train.
-    """
-    if not CHALLENGERS or workflow.subprocess_exec:
-        return
-    from fedhet.analysis.challenger import describe_plan
+def overview_inputs(wildcards):
+    """Every entry's ranking and cells (the overview's rows)."""
+    return {
+        "rankings": [f"{LEADERBOARD}/{n}/leaderboard.csv" for n in CHALLENGERS],
+        "cells": [f"{LEADERBOARD}/{n}/cells.csv" for n in CHALLENGERS],
+    }
 
-    logger.info(describe_plan(EXP, f"results/{SCALE}"))
+
+def overview_payload(wildcards):
+    """Params function: what each entry is (`challengers.about`), in the order of the inputs."""
+    entries = []
+    for name in CHALLENGERS:
+        board = BOARDS[name]
+        papers_of = list(dict.fromkeys(j.paper for j in board.joins.values()))
+        entries.append(challengers.about(board.challenger, papers_of))
+    content = {"entries": entries, "warning": config["scale_warning"]}
+    return X.Payload(content, f"{len(entries)} leaderboard entries")
+
+
+def announce_leaderboard():
+    """Before anything runs, also under -n (at parse time: Snakemake runs `onstart` only for a
+    real run): the leaderboards on disk left out and why, and per entry the runs it adds that
+    are not built yet, their training work and GPU-hours (`fedhet cost`'s model), and the
+    baseline runs still to train. Not in jobs, nor in the report's own Snakemake run."""
+    if workflow.subprocess_exec or "--report" in sys.argv:
+        return
+    for name, why in sorted(EXP.leaderboard_left_out.items()):
+        logger.warning(
+            f"leaderboard {LEADERBOARD}/{name}/ left out of this run and its report: {why}. "
+            f"To show it again, run snakemake leaderboard with the config that names it"
+        )
+    if CHALLENGERS:
+        from fedhet.analysis.challenger import describe_plan
+
+        logger.info(describe_plan(EXP, f"results/{SCALE}"))
+
+
+announce_leaderboard()

@@ -1,10 +1,12 @@
-# The leaderboard (`snakemake leaderboard --configfile mine.yaml`): each challenger of
-# config['challengers'] joins every comparable table of config['papers'] (the paper configs'
-# `challengers:` say which, and on which axis), under the table's protocol, scale and seeds. Its
-# baseline cells are the papers' own runs (the same run ids, trained once); only the
-# challenger's cells train. Written to results/<scale>/leaderboard/<challenger>/: each table
-# with the challenger, its cells per seed (cells.csv) and the ranking (leaderboard.*), which is
-# its own entry in the report. Without challengers no rule here has a job.
+# The leaderboard (`snakemake leaderboard --configfile mine.yaml`): each entry of
+# config['challengers'] (a name, the method it runs and its settings) joins every comparable
+# table of config['papers'] (the paper configs' `challengers:` say which, and on which axis),
+# under the table's protocol, scale and seeds. Its baseline cells are the papers' own runs (the
+# same run ids, trained once); only the entry's cells train. Written to
+# results/<scale>/leaderboard/<entry>/: each table with the entry, its cells per seed
+# (cells.csv), the ranking (leaderboard.*) and what the entry is (entry.json), its own entry in
+# the report; and results/<scale>/leaderboard/overview.*, every entry side by side. Without
+# challengers (and no leaderboard on disk) no rule here has a job.
 
 
 rule leaderboard_table:
@@ -40,6 +42,7 @@ rule leaderboard_ranking:
         unpack(board_inputs),
     output:
         cells="results/{scale}/leaderboard/{challenger}/cells.csv",
+        entry="results/{scale}/leaderboard/{challenger}/entry.json",
         csv="results/{scale}/leaderboard/{challenger}/leaderboard.csv",
         md="results/{scale}/leaderboard/{challenger}/leaderboard.md",
         html=report(
@@ -62,7 +65,32 @@ rule leaderboard_ranking:
         "../scripts/leaderboard.py"
 
 
-# Every challenger's leaderboard, then the report (config: report_after_run).
+# Every entry side by side: per paper and table, each entry's rank, wins / ties / losses and mean,
+# with its method, package, version, code hash and settings.
+rule leaderboard_overview:
+    input:
+        unpack(overview_inputs),
+    output:
+        csv="results/{scale}/leaderboard/overview.csv",
+        md="results/{scale}/leaderboard/overview.md",
+        html=report(
+            "results/{scale}/leaderboard/overview.html",
+            caption="../../reports/leaderboard_overview.rst",
+            category=papers.leaderboard_overview_category(),
+            labels={"table": "the entries side by side"},
+        ),
+    log:
+        "results/{scale}/logs/leaderboard/overview.log",
+    localrule: True
+    conda:
+        "../../envs/fedhet.yaml"
+    params:
+        payload=overview_payload,
+    script:
+        "../scripts/leaderboard_overview.py"
+
+
+# Every entry's leaderboard and the overview, then the report (config: report_after_run).
 rule leaderboard:
     input:
         leaderboard_targets,

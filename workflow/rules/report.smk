@@ -10,7 +10,11 @@ rule report:
         captions=expand(
             "reports/{caption}.rst",
             caption=["workflow", "table", "figure", "scorecard"]
-            + (["leaderboard", "leaderboard_table"] if CHALLENGERS else []),
+            + (
+                ["leaderboard", "leaderboard_table", "leaderboard_overview"]
+                if CHALLENGERS
+                else []
+            ),
         ),
         css="reports/report.css",
     output:

@@ -1,7 +1,9 @@
 """A challenger's leaderboard from its comparable tables' runs (Snakemake script): the per-run
-cells (cells.csv), the ranking against each paper's methods (leaderboard.csv) and its Markdown
-and HTML pages (fedhet.analysis.challenger, fedhet.analysis.leaderboard)."""
+cells (cells.csv), the ranking against each paper's methods (leaderboard.csv, each row saying
+what the entry is), its Markdown and HTML pages and the entry's manifest (entry.json: what it
+is and what it was built from) (fedhet.analysis.challenger, fedhet.analysis.leaderboard)."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -28,11 +30,16 @@ def main(sm) -> None:
         results[T.calibration_key(path)] = T.load_calibration(path)
     cells = results_frame(payload["tables"], results, costs, scale)
     board = L.build_leaderboard(cells, challenger["name"], tie_margin=payload["tie_margin"])
+    entry = payload["entry"]
     atomic.write_text(sm.output.cells, cells.to_csv(index=False, float_format="%.6g"))
-    atomic.write_text(sm.output.csv, board.to_csv(index=False, float_format="%.6g"))
+    atomic.write_text(sm.output.csv, L.with_entry(board, entry).to_csv(index=False,
+                                                                       float_format="%.6g"))
     margin, label = payload["tie_margin"], challenger["label"]
-    atomic.write_text(sm.output.md, L.render_markdown(board, label, margin, scale))
-    atomic.write_text(sm.output.html, L.render_html(board, label, margin, scale))
+    atomic.write_text(sm.output.md, L.render_markdown(board, label, margin, scale, entry=entry))
+    atomic.write_text(sm.output.html, L.render_html(board, label, margin, scale, entry=entry))
+    # last: the folder is this entry's from now on (another config's entry of this name is
+    # refused)
+    atomic.write_text(sm.output.entry, json.dumps(dict(entry), indent=2, sort_keys=True) + "\n")
     print(f"{challenger['name']}: {len(cells)} runs in {len(payload['tables'])} tables, "
           f"{len(board)} rows", file=sys.stderr)
 

@@ -298,10 +298,12 @@ def legend(challenger_label: str, tie_margin: float) -> str:
 
 
 def render_markdown(board: pd.DataFrame, challenger_label: str, tie_margin: float,
-                    scale: str, *, digits: int = 2) -> str:
-    """The leaderboard as a Markdown page."""
+                    scale: str, *, digits: int = 2, entry: dict | None = None) -> str:
+    """The leaderboard as a Markdown page; with `entry` (its manifest), what the challenger is
+    (method, package, version, code hash, settings) under the title."""
     table = readable(board, challenger_label, digits=digits)
-    out = [f"# Leaderboard of {challenger_label}", "",
+    about = [f"- {line}" for line in entry_lines(entry)] + [""] if entry else []
+    out = [f"# Leaderboard of {challenger_label}", "", *about,
            f"Scale: `{scale}`. {legend(challenger_label, tie_margin)}", "",
            "| " + " | ".join(table.columns) + " |", "|" + "|".join(["---"] * table.shape[1]) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in table.itertuples(index=False)]
@@ -309,15 +311,18 @@ def render_markdown(board: pd.DataFrame, challenger_label: str, tie_margin: floa
 
 
 def render_html(board: pd.DataFrame, challenger_label: str, tie_margin: float, scale: str,
-                *, digits: int = 2) -> str:
-    """The leaderboard as a standalone HTML page, styled like the scorecard."""
+                *, digits: int = 2, entry: dict | None = None) -> str:
+    """The leaderboard as a standalone HTML page, styled like the scorecard; with `entry`, what
+    the challenger is under the title."""
     esc = html.escape
     table = readable(board, challenger_label, digits=digits)
+    about = (["<p>" + "<br>".join(esc(line) for line in entry_lines(entry)) + "</p>"]
+             if entry else [])
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>Leaderboard of {esc(challenger_label)}, scale {esc(scale)}</title>"
         f"<style>{STYLE}</style></head><body>",
-        f"<h3>Leaderboard of {esc(challenger_label)}</h3>",
+        f"<h3>Leaderboard of {esc(challenger_label)}</h3>", *about,
         f"<p>Scale <b>{esc(scale)}</b>. {esc(legend(challenger_label, tie_margin))}</p>",
         "<table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in table.columns) + "</tr>",
     ]
@@ -327,4 +332,149 @@ def render_html(board: pd.DataFrame, challenger_label: str, tie_margin: float, s
         parts.append(f"<tr><td colspan='{table.shape[1]}'>No table holds both "
                      f"{esc(challenger_label)} and one of our methods.</td></tr>")
     parts.append("</table></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+# ----------------------------------------------------------------------------- the entries
+
+ENTRY_COLUMNS = ["entry", "entry_label", "entry_method", "entry_kind", "entry_package",
+                 "entry_version", "entry_source", "entry_settings"]
+
+
+def with_entry(board: pd.DataFrame, entry: dict) -> pd.DataFrame:
+    """The leaderboard with what its challenger is on every row (`ENTRY_COLUMNS`): the entry's
+    name and label, its method, kind, package, version, code hash (empty for fedhet's own
+    methods) and its settings in the row's paper's tables (`entry`: the entry's manifest,
+    `fedhet.experiments.challengers.about`)."""
+    columns = [c for c in board.columns if c not in ENTRY_COLUMNS]  # a board read back
+    out = board[columns].copy()
+    per_paper = entry.get("settings_per_paper") or {}
+    values = {"entry": entry["name"], "entry_label": entry["label"],
+              "entry_method": entry["method"], "entry_kind": entry["kind"],
+              "entry_package": entry["package"], "entry_version": entry["version"],
+              "entry_source": entry.get("source", "")}
+    for column, value in values.items():
+        out[column] = value
+    out["entry_settings"] = [per_paper.get(p, entry["settings"]) for p in out["paper"]]
+    return out[[*ENTRY_COLUMNS, *columns]]
+
+
+def entry_lines(entry: dict) -> list[str]:
+    """What an entry is, in words, one line each: its method with package, version and code
+    hash, and its settings (per paper where they differ)."""
+    kind = "plug-in" if entry["kind"] == "plugin" else entry["kind"]
+    lines = [f"Entry {entry['name']} ({entry['label']}): {kind} {entry['method']} of "
+             f"{entry['package']} {entry['version']}"]
+    if entry.get("source"):
+        lines.append(f"Code: {entry.get('source_covers') or entry['source']}")
+    lines.append(f"Settings: {entry['settings']}")
+    for paper, text in (entry.get("settings_per_paper") or {}).items():
+        lines.append(f"Settings in {paper_name(paper)}'s tables: {text}")
+    return lines
+
+
+OVERVIEW = ["paper", "table", "metric", "lower_is_better", *ENTRY_COLUMNS, "mean", "rank",
+            "ranked", "wins", "ties", "losses", "excluded", "methods"]
+
+
+def build_overview(entries: Sequence[tuple[dict, pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """Every entry side by side: one row per (paper, table, entry), tables in the order they
+    first appear and entries in the given order within each, from each entry's manifest, its
+    leaderboard (`build_leaderboard`) and its cells (the ranking's input). `mean`: the entry's
+    mean over the table's settings of its mean over seeds (seeds without a value, such as a
+    rounds target never reached, left out); rank and ranked as on its leaderboard; wins, ties,
+    losses and excluded summed over the table's methods (`methods` of them)."""
+    rows = []
+    for order, (entry, board, cells) in enumerate(entries):
+        with_it = with_entry(board, entry)
+        for (paper, table), part in with_it.groupby(["paper", "table"], sort=False):
+            mine = cells[(cells["paper"] == paper) & (cells["table"].astype(str) == str(table))
+                         & (cells["method"] == entry["name"])]
+            per_setting = mine.groupby("setting")["value"].mean()
+            first = part.iloc[0]
+            rows.append({
+                "paper": paper, "table": table, "metric": first["metric"],
+                "lower_is_better": bool(first["lower_is_better"]),
+                **{c: first[c] for c in ENTRY_COLUMNS},
+                "mean": float(per_setting.mean()) if len(per_setting) else math.nan,
+                "rank": first["rank"], "ranked": first["ranked"],
+                **{c: int(part[c].fillna(0).sum()) for c in ("wins", "ties", "losses",
+                                                             "excluded")},
+                "methods": len(part), "_order": order,
+            })
+    frame = pd.DataFrame(rows, columns=[*OVERVIEW, "_order"])
+    if frame.empty:
+        return frame[OVERVIEW]
+    tables = {key: i for i, key in enumerate(dict.fromkeys(zip(frame["paper"], frame["table"])))}
+    frame["_table"] = [tables[key] for key in zip(frame["paper"], frame["table"])]
+    frame = frame.sort_values(["_table", "_order"], kind="stable")
+    for column in ("rank", "ranked"):
+        frame[column] = frame[column].astype("Int64")
+    return frame[OVERVIEW].reset_index(drop=True)
+
+
+OVERVIEW_LEGEND = (
+    "Every leaderboard entry side by side: per paper and table, each entry (a method under "
+    "its settings: a sweep of one method's settings gives one entry per setting) with its "
+    "mean over the table's settings, its rank among our methods (1 = best) and its wins / "
+    "ties / losses summed over the table's methods, as on its own leaderboard. Each entry "
+    "states its method, the method's package and version, the hash of its code (another "
+    "package's method) and its settings in that paper's tables."
+)
+
+
+def readable_overview(frame: pd.DataFrame, *, digits: int = 2) -> pd.DataFrame:
+    """The overview as the report shows it."""
+    rows = []
+    for r in frame.itertuples(index=False):
+        code = f" · {r.entry_source}" if isinstance(r.entry_source, str) and r.entry_source \
+            else ""
+        rows.append({
+            "Paper": paper_name(r.paper),
+            "Table": str(r.table),
+            "Scored on": _scored_on(r.metric, bool(r.lower_is_better)),
+            "Entry": r.entry_label,
+            "Method": f"{r.entry_method} ({r.entry_package} {r.entry_version}{code})",
+            "Settings": r.entry_settings,
+            "Mean": _number(r.mean, digits),
+            "Rank": "–" if pd.isna(r.rank) else f"{r.rank} of {r.ranked}",
+            "Wins / ties / losses": f"{r.wins} / {r.ties} / {r.losses}",
+            "Left out": str(r.excluded),
+        })
+    columns = ["Paper", "Table", "Scored on", "Entry", "Method", "Settings", "Mean", "Rank",
+               "Wins / ties / losses", "Left out"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def render_overview_markdown(frame: pd.DataFrame, entries: Sequence[dict], scale: str,
+                             *, digits: int = 2) -> str:
+    table = readable_overview(frame, digits=digits)
+    out = ["# Leaderboard: every entry", "", f"Scale: `{scale}`. {OVERVIEW_LEGEND}", "",
+           "| " + " | ".join(table.columns) + " |", "|" + "|".join(["---"] * table.shape[1]) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in table.itertuples(index=False)]
+    out += ["", "## Entries", ""]
+    for entry in entries:
+        out += [f"- {line}" if i == 0 else f"  {line}" for i, line in
+                enumerate(entry_lines(entry))]
+    return "\n".join(out) + "\n"
+
+
+def render_overview_html(frame: pd.DataFrame, entries: Sequence[dict], scale: str,
+                         *, digits: int = 2) -> str:
+    esc = html.escape
+    table = readable_overview(frame, digits=digits)
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>Leaderboard: every entry, scale {esc(scale)}</title>"
+        f"<style>{STYLE}</style></head><body>",
+        "<h3>Leaderboard: every entry</h3>",
+        f"<p>Scale <b>{esc(scale)}</b>. {esc(OVERVIEW_LEGEND)}</p>",
+        "<table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in table.columns) + "</tr>",
+    ]
+    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
+              for row in table.itertuples(index=False)]
+    parts.append("</table><h4>Entries</h4><ul>")
+    parts += ["<li>" + "<br>".join(esc(line) for line in entry_lines(e)) + "</li>"
+              for e in entries]
+    parts.append("</ul></body></html>")
     return "\n".join(parts) + "\n"

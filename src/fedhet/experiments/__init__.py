@@ -94,12 +94,19 @@ def load_experiment(
     config: Mapping[str, Any],
     root: str | Path = ".",
     papers: Iterable[str] | None = None,
+    *,
+    origins: Mapping[str, str] | None = None,
+    results: str | Path | None = None,
 ) -> Experiment:
     """Expand the workflow config (`config/config.yaml` plus overrides) into cells and runs.
 
     `papers` defaults to every paper with a config file, so targets such as `snakemake ccvr`
     exist even when `config['papers']` (what `snakemake` builds by default) leaves it out.
+    `origins`: the file (or `--config`) each top-level key of `config` came from, which errors
+    name. `results`: this scale's results folder, whose leaderboards on disk are checked
+    against the config's challengers and kept (`fedhet.experiments.challengers`).
     """
+    origins = origins or {}
     root = Path(root)
     scale_name = str(config.get("scale", "demo"))
     scale = load_scale(root, scale_name)
@@ -109,7 +116,7 @@ def load_experiment(
     for name in skip:
         if name not in catalog.names("plugin"):
             raise ExperimentError(
-                "config/config.yaml",
+                origins.get("skip_plugins", "config/config.yaml"),
                 "skip_plugins",
                 f"unknown plug-in '{name}'; valid: {', '.join(catalog.names('plugin'))}",
             )
@@ -143,8 +150,12 @@ def load_experiment(
                         + ", ".join(i.id for i in items.values() if i.paper == paper),
                     )
     board_papers = [p for p in (config.get("papers") or loaded) if p in loaded]
+    left_out: dict[str, str] = {}
+    tie_margin = float((config.get("leaderboard") or {}).get("tie_margin", 1.0))
     boards = expand_leaderboard(loader, board_papers, config.get("challengers"), scale, seeds,
-                                runs, skip, calibrations)
+                                runs, skip, calibrations,
+                                where=origins.get("challengers", "workflow config"),
+                                tie_margin=tie_margin, results=results, left_out=left_out)
     jobs = _jobs_of(runs)
     return Experiment(
         scale=scale_name,
@@ -155,6 +166,7 @@ def load_experiment(
         runs=runs,
         calibrations=calibrations,
         leaderboard=boards,
+        leaderboard_left_out=left_out,
         **jobs,
     )
 

@@ -158,6 +158,9 @@ class Experiment:
     # challenger name → its board (`fedhet.experiments.challengers.Board`): the comparable
     # tables with it added; empty without challengers
     leaderboard: dict[str, Any] = field(default_factory=dict)
+    # leaderboards on disk left out of this run, entry name → why (their method's code changed,
+    # another run's papers...); empty unless the results folder was given
+    leaderboard_left_out: dict[str, str] = field(default_factory=dict)
 
     def items_of(self, paper: str) -> list[Item]:
         return [item for item in self.items.values() if item.paper == paper]

@@ -438,6 +438,15 @@ def expand_item(
                 left_out=left_out, paper_settings=paper_settings, scale=scale)
 
 
+class ValueClash(ExperimentError):
+    """A value added to a protocol's axis (a challenger's name) that the axis already has."""
+
+    def __init__(self, file: str, key: str, message: str, value: str, axis: str) -> None:
+        super().__init__(file, key, message)
+        self.value = value
+        self.axis = axis
+
+
 def _with_vocabulary(proto: dict[str, Any], vocabulary: Mapping[str, Mapping[str, Any]] | None,
                      file: str, where: str) -> dict[str, Any]:
     """The protocol with `vocabulary`'s values added to its axes; a key it already has stops
@@ -449,10 +458,10 @@ def _with_vocabulary(proto: dict[str, Any], vocabulary: Mapping[str, Mapping[str
         have = values.get(axis) or {}
         clash = sorted(set(entries) & set(have))
         if clash:
-            raise ExperimentError(file, f"{where}.axes.{axis}",
-                                  f"challenger '{clash[0]}' is already a value of axis {axis} "
-                                  f"in protocol {proto['name']}: a challenger is a method the "
-                                  "table does not have")
+            raise ValueClash(file, f"{where}.axes.{axis}",
+                             f"challenger '{clash[0]}' is already a value of axis {axis} "
+                             f"in protocol {proto['name']}: a challenger is a method the "
+                             "table does not have", clash[0], axis)
         values[axis] = {**have, **entries}
     return {**proto, "values": values}
 
