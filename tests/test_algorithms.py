@@ -164,6 +164,7 @@ def test_feddyn_client_state_and_server_update():
     g = t(1.0, 1.0)
     c = ctx(2, params=t(2.0, 0.0), grads=t(0.0, 0.0), global_params=g)
     alg.grad_state.get(2).copy_(t(0.2, 0.4))
+    alg.client_begin(c)  # as the engine calls it, before the client's steps
     alg.correct_gradient(c)
     # ∇: −∇L_k(θ_k^{t−1}) + α(θ − θ^{t−1}) = −(0.2, 0.4) + 0.5·(1, −1)
     assert torch.allclose(c.grads, t(0.3, -0.9))

@@ -1,8 +1,9 @@
 """On a CUDA GPU (`pytest -m gpu`; skipped without one): the deterministic mode resumes bit for
-bit in a fresh process, stacked clients equal one client at a time to a stated tolerance, bf16,
-channels-last and cuDNN-benchmarking runs train and say so in resolved.yaml, `runtime.device:
-auto` picks the GPU, and the fork server's workers get a CUDA of their own (it never forks one
-once CUDA started).
+bit in a fresh process, a run replaying CUDA graphs of its local steps (short last batches
+included) equals the eager run bit for bit, stacked clients equal one client at a time to a
+stated tolerance, bf16, channels-last and cuDNN-benchmarking runs train and say so in
+resolved.yaml, `runtime.device: auto` picks the GPU, and the fork server's workers get a CUDA
+of their own (it never forks one once CUDA started).
 
 Runs are tiny (the digits stand-in in colour, 32 px, a BatchNorm ResNet and a plain CNN): the
 point is the GPU's kernels (cuDNN convolutions and BatchNorm, cuBLAS, the augmentation, vmap's
@@ -12,6 +13,7 @@ grouped convolutions), not its speed.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -153,6 +155,76 @@ def test_stacked_clients_equal_one_at_a_time_on_the_gpu(data_root, tmp_path, alg
         torch.testing.assert_close(vec.global_.buffers, seq.global_.buffers, rtol=0,
                                    atol=STACKED_ATOL)
     assert not torch.equal(vec.global_.params, seq.global_.params)  # really other kernels
+
+
+# ----------------------------------------------------------------------------- CUDA graphs
+
+
+VHL = {"name": "vhl", "params": {"virtual_kind": "noise", "virtual_per_class": 6,
+                                 "virtual_batch_size": 8}}
+GRAPHED = "local steps replay a CUDA graph captured once per batch shape"
+# (algorithm, plug-ins, model, runtime besides the deterministic mode): FedAvg, FedProx,
+# SCAFFOLD, MOON and VHL, BatchNorm (resnet10), dropout (vgg9: torch's default CUDA generator,
+# which the capture registers) and bf16 autocast with channels-last
+GRAPH_RUNS = [
+    ("fedavg", [], "resnet10", {}),
+    ("fedprox", [], "cnn4", {}),
+    ("scaffold", [], "cnn4", {}),
+    ("moon", [], "resnet10", {}),
+    ("fedavg", [VHL], "resnet10", {}),
+    ("scaffold", [VHL], "cnn4", {}),
+    ("fedavg", [], "vgg9", {}),
+    ("fedavg", [], "resnet10", {"precision": "bf16", "channels_last": True}),
+]
+
+
+def graph_pair(data_root, tmp_path, algorithm: str, plugins: list, model: str,
+               runtime: dict) -> tuple[dict, dict]:
+    """The runs a CUDA-graph test compares: eager (`cuda_graphs: false`) and replayed, in the
+    deterministic mode, the learning rate decaying, clients keeping their momentum."""
+    graph = gpu_run(data_root, tmp_path, model, {"deterministic": True, **runtime}, rounds=2,
+                    lr_decay=0.9, keep_client_optimizer_state=True)
+    graph.update(algorithm={"name": algorithm}, plugins=copy.deepcopy(plugins))
+    eager = copy.deepcopy(graph)
+    eager["runtime"]["cuda_graphs"] = False
+    return eager, graph
+
+
+@pytest.mark.parametrize(("algorithm", "plugins", "model", "runtime"), GRAPH_RUNS)
+def test_a_run_replaying_cuda_graphs_gives_the_eager_numbers_bit_for_bit(
+        data_root, tmp_path, algorithm, plugins, model, runtime):
+    """The same kernels, launched by a graph: the metrics and the model of the graph run equal
+    the eager run's bit for bit (so `runtime.cuda_graphs` stays outside the run identity)."""
+    outputs = {}
+    for name, run in zip(("eager", "graph"), graph_pair(data_root, tmp_path, algorithm, plugins,
+                                                         model, runtime)):
+        assert train(run, tmp_path / name, log=lambda m: None)["status"] == "completed"
+        outputs[name] = run_outputs(tmp_path / name)
+    assert execution(tmp_path / "graph")["steps"] == GRAPHED
+    assert execution(tmp_path / "eager")["steps"] == ("local steps run eager: "
+                                                      "runtime.cuda_graphs is false")
+    (metrics_e, model_e), (metrics_g, model_g) = outputs["eager"], outputs["graph"]
+    assert metrics_g == metrics_e
+    assert model_g.keys() == model_e.keys()
+    assert all(torch.equal(model_g[k], model_e[k]) for k in model_e)
+
+
+def test_short_last_batches_replay_graphs_of_their_own_with_the_eager_numbers(data_root,
+                                                                              tmp_path):
+    """Clients of unequal sizes end their pass on batches of other lengths: each length gets a
+    graph (after one warm-up step here), and the models equal the eager ones bit for bit."""
+    eager_run, graph_run = graph_pair(data_root, tmp_path, "scaffold", [VHL], "resnet10", {})
+    eager, graph = federation(eager_run), federation(graph_run)
+    assert graph.graphs.capture and not eager.graphs.capture
+    graph.graphs = dataclasses.replace(graph.graphs, warmup_steps=1)
+    for round_ in (1, 2, 3):
+        eager.run_round(round_)
+        graph.run_round(round_)
+        assert torch.equal(graph.global_.params, eager.global_.params), round_
+        assert torch.equal(graph.global_.buffers, eager.global_.buffers), round_
+    graphs = graph.lanes[0].steps.graphs
+    print("replays per batch length:", {k: g.replays for k, g in graphs.items()})
+    assert 16 in graphs and len(graphs) > 1 and all(g.replays for g in graphs.values())
 
 
 # ----------------------------------------------------------------------------- speed modes

@@ -17,15 +17,19 @@ from fedhet.bench import throughput
 from fedhet.cli import build_parser
 from fedhet.config import resolve_run
 from fedhet.declare import ConfigError
+from fedhet.engine.graphs import graph_mode
 from fedhet.engine.modes import CUBLAS_WORKSPACE, apply_modes, set_deterministic, set_tf32
 from fedhet.engine.vectorised import vectorise_decision
 from fedhet.models import build_model
 from test_gpu import (
+    GRAPH_RUNS,
+    GRAPHED,
     SPEED_MODES,
     STACKED_RUNS,
     data_root,  # noqa: F401  (a fixture)
     fork_server_run,
     gpu_run,
+    graph_pair,
     stacked_pair,
     train_through_the_server_and_alone,
 )
@@ -104,6 +108,16 @@ def test_the_stacked_clients_test_s_runs_stack(data_root, tmp_path, algorithm, m
     net = build_model(model, 10, options["channels"], options["size"], stacked["model"]["width"])
     assert vectorise_decision(stacked, net)[0] is True
     assert vectorise_decision(one_at_a_time, net)[0] is False
+
+
+@pytest.mark.parametrize(("algorithm", "plugins", "model", "runtime"), GRAPH_RUNS)
+def test_the_cuda_graph_test_s_runs_capture_on_a_gpu_and_eagerly_when_told(
+        data_root, tmp_path, algorithm, plugins, model, runtime):
+    eager, graph = (resolve_run(r) for r in graph_pair(data_root, tmp_path, algorithm, plugins,
+                                                        model, runtime))
+    assert graph_mode(graph, CUDA, stacked=False).note == GRAPHED
+    assert graph_mode(eager, CUDA, stacked=False).note == ("local steps run eager: "
+                                                           "runtime.cuda_graphs is false")
 
 
 def test_fedhet_bench_resolves_its_gpu_run_in_the_current_settings():

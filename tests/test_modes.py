@@ -161,18 +161,23 @@ def execution(out) -> dict:
     return yaml.safe_load((out / "resolved.yaml").read_text())["provenance"]["execution"]
 
 
+CPU_STEPS = "local steps run eager: CUDA graphs are for CUDA devices, the device is cpu"
+
+
 def test_resolved_yaml_records_the_effective_modes_on_a_cpu(run, tmp_path):
     lines: list[str] = []
     train(run, tmp_path / "plain", log=lines.append)
     assert execution(tmp_path / "plain") == {
-        "clients": "clients train one at a time", "precision": "default", "autocast": "none",
+        "clients": "clients train one at a time", "steps": CPU_STEPS, "precision": "default",
+        "autocast": "none",
         "tf32_convolutions": False, "tf32_matmuls": False, "channels_last": False,
         "deterministic": False, "cudnn_benchmark": False}
     assert not any("precision" in line for line in lines)  # the default says nothing
     fast = with_runtime(run, precision="bf16", channels_last=True)
     train(fast, tmp_path / "fast", log=lines.append)
     assert execution(tmp_path / "fast") == {
-        "clients": "clients train one at a time", "precision": "bf16", "autocast": "bfloat16",
+        "clients": "clients train one at a time", "steps": CPU_STEPS, "precision": "bf16",
+        "autocast": "bfloat16",
         "tf32_convolutions": False, "tf32_matmuls": False, "channels_last": True,
         "deterministic": False, "cudnn_benchmark": False}
     assert any("precision bf16 (autocast bfloat16" in line and "channels-last" in line

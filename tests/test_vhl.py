@@ -171,6 +171,7 @@ def test_vhl_step_trains_on_natural_and_virtual_in_one_pass(tmp_path, layer):
     x = torch.randn(8, 3, 16, 16)
     y = torch.arange(8) % 10
     plugin.client_begin(ctx)
+    plugin.prepare_step(ctx)  # the step's virtual batch, drawn outside the step
     out = plugin.forward(ctx, x, y)
     assert out.logits.shape == (16, 20) and out.features.shape[0] == 16
     assert out.targets[8:].min() >= 10  # virtual labels k + C
@@ -178,9 +179,11 @@ def test_vhl_step_trains_on_natural_and_virtual_in_one_pass(tmp_path, layer):
     assert torch.isfinite(out.loss) and float(work.grads.abs().sum()) > 0
     first = out.inputs[8:].clone()
     plugin.client_begin(ctx)  # the same (seed, round, client) draws the same virtual batch
+    plugin.prepare_step(ctx)
     assert torch.equal(plugin.forward(ctx, x, y).inputs[8:], first)
     ctx.client = 2
     plugin.client_begin(ctx)
+    plugin.prepare_step(ctx)
     assert not torch.equal(plugin.forward(ctx, x, y).inputs[8:], first)
 
 

@@ -3,7 +3,8 @@
 Every algorithm, plug-in and post-hoc step is declared once, in the `__init__.py` of its package
 under `fedhet.methods` (beside its implementation), as a `Method`: its parameters with defaults and
 meanings, its implementation version, whether it is implemented, the datasets and cached
-artefacts it reads and how it scales the cost of a round. `fedhet.catalog` collects the
+artefacts it reads, how it scales the cost of a round and how its clients may train (at once,
+stacked, their step as a CUDA graph). `fedhet.catalog` collects the
 declarations; the run settings, the workflow's DAG and the tables read them from there, so no
 common module names a method.
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = ("algorithm", "plugin", "posthoc")
+UNDECLARED = "undeclared"  # a method that does not say whether its step can be a CUDA graph
 
 
 class ConfigError(ValueError):
@@ -234,12 +236,28 @@ class Method:
     # global_params, steps, per-client state; never the model, a forward pass or a loss), so a
     # round's clients may train as rows of one stacked model (`training.vectorise_clients`)
     vectorised_clients: bool = False
+    # True: its hooks of a local step may be captured in a CUDA graph and replayed
+    # (`runtime.cuda_graphs`): no host sync (.item(), float() or bool() of a tensor), no shape or
+    # Python branch that depends on tensor values, the round, the client or the step, and what
+    # changes between steps or clients read from tensors held with `ctx.hold` (the contract:
+    # docs/ARCHITECTURE.md). Otherwise, why not, in words: a run using it trains eagerly, saying
+    # so. Left out: not captured, "undeclared".
+    cuda_graph: bool | str = UNDECLARED
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"method '{self.name}': kind must be one of {KINDS}, got {self.kind!r}")
         if self.implemented and self.module is None:
             raise ValueError(f"method '{self.name}': implemented methods name their `module`")
+        if self.cuda_graph is not True and not (isinstance(self.cuda_graph, str)
+                                                and self.cuda_graph.strip()):
+            raise ValueError(f"method '{self.name}': cuda_graph is True or the reason, in words, "
+                             f"why its step cannot be captured; got {self.cuda_graph!r}")
+
+    @property
+    def graph_blocker(self) -> str | None:
+        """Why a local step with this method cannot be a CUDA graph (None: it can)."""
+        return None if self.cuda_graph is True else str(self.cuda_graph)
 
     def defaults(self) -> dict[str, Any]:
         """Parameter name → default (a fresh copy each call)."""

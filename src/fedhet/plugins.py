@@ -63,6 +63,11 @@ class Plugin:
     def client_begin(self, ctx: ClientContext) -> None:
         """Called after the working model received the global model."""
 
+    def prepare_step(self, ctx: ClientContext) -> None:
+        """Before each local step, outside it (and its CUDA graph): what the step will read that
+        is decided on the host (the next positions of a second data stream, draws from a
+        per-client generator), put in `ctx.extra` through `ctx.hold`."""
+
     def transform_batch(self, ctx: ClientContext, x: torch.Tensor,
                         y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A local batch before the forward pass (augmented, normalised) → the batch trained

@@ -107,6 +107,13 @@ SETTINGS: dict[str, Any] = {
                              "benchmark): faster on a GPU, but the choice, and with it the last "
                              "bits, may differ from run to run; not with deterministic. A CPU "
                              "ignores it (the run id still depends on it)", since=1),
+        "cuda_graphs": S(True, "on CUDA, capture a client's local step (batch gather, "
+                         "augmentation, forward, losses, backward, corrections, SGD step) once per "
+                         "batch shape as a CUDA graph and replay it for every step of every "
+                         "client: the same kernels without the host's launch cost, the same "
+                         "numbers, so not part of the identity; false = eager. Methods not "
+                         "declared capturable, and stacked clients, run eager (logged, and in "
+                         "provenance.execution); a CPU ignores it"),
         "checkpoint_every": S(10, "rounds between checkpoints", **_POSITIVE),
         "snapshot_rounds": S([], "rounds whose global model is saved", items="int", at_least=1),
         "save_client_models": S([], "rounds whose client models are saved", items="int",

@@ -48,7 +48,8 @@ def git_commit() -> str | None:
 def provenance(run: dict[str, Any], device: torch.device, data: Any,
                execution: dict[str, Any]) -> dict[str, Any]:
     """What ran where: recorded next to the results, not part of the run's identity.
-    `execution`: how the clients trained and the numeric modes in effect on the device."""
+    `execution`: how the clients and their local steps ran (eager or as CUDA graphs) and the
+    numeric modes in effect on the device."""
     return {
         "run_id": run_id(run),
         "run_hash": run_hash(run),
@@ -174,6 +175,8 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
     fed = Federation(run, data, indices, device, angles)
     if rt["client_workers"] > 1 or run["training"]["vectorise_clients"]:
         log(f"{run_id(run)}: {fed.execution}")
+    if fed.graphs.cuda:  # captured, or why not
+        log(f"{run_id(run)}: {fed.graphs.note}")
     if not default_modes(run):
         log(f"{run_id(run)}: {fed.modes.summary()}")
     rid, rhash = run_id(run), run_hash(run)
@@ -194,7 +197,7 @@ def train(given: dict[str, Any], out: str | os.PathLike, ckpt_dir: str | os.Path
         cost = ckpt.get("cost", cost)
         log(f"resuming {rid} from round {ckpt['round']} ({ckpt_path})")
 
-    execution = {"clients": fed.execution, **fed.modes.effective}
+    execution = {"clients": fed.execution, "steps": fed.graphs.note, **fed.modes.effective}
     atomic.write_yaml(out / "resolved.yaml",
                       {**run, "provenance": provenance(run, device, data, execution)})
     t = run["training"]

@@ -6,6 +6,7 @@ read like the papers' equations. The engine calls, per round:
     for each sampled client k:
         client_begin(ctx)                      # receive w_g, set up local state
         per local step:
+            prepare_step(ctx)                  # host-side draws, outside the step's CUDA graph
             loss = task loss + extra_loss(ctx, out)
             backward → ctx.grads
             correct_gradient(ctx)              # FedProx, FedDyn
@@ -15,6 +16,11 @@ read like the papers' equations. The engine calls, per round:
     aggregate(round, w_g, updates) → new w_g   # FedAvg, FedNova, FedAvgM, ...
 
 Plug-ins (`fedhet.plugins`) change the data or the objective and compose with any of them.
+
+On CUDA the step (from the batch to `after_step`) may be captured once as a CUDA graph and
+replayed (`fedhet.engine.graphs`): what its hooks read that changes between steps or clients
+comes from tensors held with `ctx.hold`, the learning rate from `ctx.step_lr` (the capture
+contract: docs/ARCHITECTURE.md, "A local step as a CUDA graph").
 """
 
 from __future__ import annotations
@@ -64,6 +70,17 @@ class ClientContext:
     # a spare model of this client's own (a `FlatModel`), for algorithms that declare
     # `needs_reference_models` (MOON's previous local model)
     reference: Any = None
+    # the learning rate as a local step reads it: `lr`, or (on CUDA) a 0-dim device tensor
+    # holding it, which a CUDA graph reads anew at each replay (`fedhet.engine.sgd.descend`)
+    step_lr: float | torch.Tensor | None = None
+    # `hold(name, value)`: `value` as a local step may read it, for what changes between clients
+    # or steps (client_begin, prepare_step): when the step is a CUDA graph, a tensor kept for the
+    # run under `name` (and shape) into which `value` is copied; otherwise `value` itself
+    hold: Callable[[str, torch.Tensor], torch.Tensor] = field(default=lambda name, value: value)
+
+    def __post_init__(self) -> None:
+        if self.step_lr is None:
+            self.step_lr = self.lr
 
 
 def task_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -142,6 +159,11 @@ class Algorithm:
 
     def client_begin(self, ctx: ClientContext) -> None:
         """Called after the working model received w_g."""
+
+    def prepare_step(self, ctx: ClientContext) -> None:
+        """Before each local step, outside it (and its CUDA graph): what the step will read that
+        is decided on the host (draws from a per-client generator), put in `ctx.extra` through
+        `ctx.hold`."""
 
     def extra_loss(self, ctx: ClientContext, out: StepOutput) -> torch.Tensor | None:
         """A term added to the task loss of a local step (None: nothing)."""

@@ -1,6 +1,6 @@
 """What `fedhet methods` prints: every installed method, fedhet's own and those of other
-packages, with its kind, package and parameters, then the refused external packages
-(torch-free)."""
+packages, with its kind, package, whether its local step can be a CUDA graph and its parameters,
+then the refused external packages (torch-free)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def describe(kind: str | None = None) -> str:
     for decl in sorted(catalog.methods(kind), key=lambda d: (d.kind, d.name)):
         pending = "" if decl.implemented else ", not implemented yet"
         lines.append(f"{decl.name} ({decl.kind}, {_package(decl)}{pending}): {decl.summary}")
+        if decl.kind != "posthoc":  # a client's local step: captured as a CUDA graph or not
+            why = decl.graph_blocker
+            lines.append("    local step as a CUDA graph: "
+                         + ("yes" if why is None else f"no, runs eager: {why}"))
         for name, param in decl.params.items():
             lines.append(f"    {name} = {param.default!r}: {param.meaning} "
                          f"[{param.allowed()}]")

@@ -2,34 +2,71 @@
 
 The whole batch is augmented with a few tensor ops on the training device, instead of
 per-sample PIL transforms in DataLoader workers. Crops pad with zeros in pixel space
-before normalisation, as torchvision's RandomCrop(padding=p) does on images.
+before normalisation, as torchvision's RandomCrop(padding=p) does on images. A batch's random
+draws (`Augmenter.draw`) are made apart from the augmentation that uses them (`Augmenter.apply`),
+in the same order as ever, so a CUDA graph can replay the augmentation on draws made outside it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+
+def crop_offsets(n: int, padding: int, gen: torch.Generator) -> torch.Tensor:
+    """Random crop offsets of `n` samples, `[2, n]` (rows, columns), each in 0 … 2·padding."""
+    return torch.randint(0, 2 * padding + 1, (2, n), device=gen.device, generator=gen)
+
+
+def crop(x: torch.Tensor, padding: int, offsets: torch.Tensor) -> torch.Tensor:
+    """Pad by `padding` and crop back to the input size at each sample's `offsets`."""
+    b, c, h, w = x.shape
+    padded = F.pad(x, (padding, padding, padding, padding))
+    rows = offsets[0][:, None] + torch.arange(h, device=x.device)
+    cols = offsets[1][:, None] + torch.arange(w, device=x.device)
+    out = padded.gather(2, rows[:, None, :, None].expand(b, c, h, w + 2 * padding))
+    return out.gather(3, cols[:, None, None, :].expand(b, c, h, w))
 
 
 def random_crop(x: torch.Tensor, padding: int, gen: torch.Generator) -> torch.Tensor:
     """Pad by `padding` and crop back to the input size at a random offset per sample."""
     if padding <= 0:
         return x
-    b, c, h, w = x.shape
-    padded = F.pad(x, (padding, padding, padding, padding))
-    off = torch.randint(0, 2 * padding + 1, (2, b), device=x.device, generator=gen)
-    rows = off[0][:, None] + torch.arange(h, device=x.device)
-    cols = off[1][:, None] + torch.arange(w, device=x.device)
-    out = padded.gather(2, rows[:, None, :, None].expand(b, c, h, w + 2 * padding))
-    return out.gather(3, cols[:, None, None, :].expand(b, c, h, w))
+    return crop(x, padding, crop_offsets(x.shape[0], padding, gen))
+
+
+def flip_mask(n: int, gen: torch.Generator) -> torch.Tensor:
+    """Which of `n` samples to flip: each with probability 1/2."""
+    return torch.rand(n, device=gen.device, generator=gen) < 0.5
+
+
+def flip(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The samples of `mask` flipped horizontally."""
+    return torch.where(mask[:, None, None, None], x.flip(3), x)
 
 
 def random_flip(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Flip each sample horizontally with probability 1/2."""
-    flip = torch.rand(x.shape[0], device=x.device, generator=gen) < 0.5
-    return torch.where(flip[:, None, None, None], x.flip(3), x)
+    return flip(x, flip_mask(x.shape[0], gen))
+
+
+@dataclass(frozen=True)
+class Draws:
+    """The random draws of one batch's augmentation, made before it is augmented (outside a
+    CUDA graph, which then reads them): crop offsets `[2, B]` and flips `[B]`, None where the
+    augmentation does not crop or flip."""
+
+    offsets: torch.Tensor | None = None
+    flips: torch.Tensor | None = None
+
+    def held(self, hold: Callable[[str, torch.Tensor], torch.Tensor], name: str) -> Draws:
+        """These draws through `hold` (`ClientContext.hold`), as `name.offsets`, `name.flips`."""
+        return Draws(*(None if t is None else hold(f"{name}.{field}", t)
+                       for field, t in (("offsets", self.offsets), ("flips", self.flips))))
 
 
 def rotate(x: torch.Tensor, degrees: torch.Tensor) -> torch.Tensor:
@@ -78,17 +115,28 @@ class Augmenter:
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.std
 
-    def train(self, x: torch.Tensor, gen: torch.Generator,
+    def draw(self, n: int, gen: torch.Generator) -> Draws:
+        """The random draws of augmenting `n` images (crop offsets, then flips), from `gen`."""
+        offsets = crop_offsets(n, self.padding, gen) if self.mode in ("crop", "crop_flip") else None
+        flips = flip_mask(n, gen) if self.mode == "crop_flip" else None
+        return Draws(offsets, flips)
+
+    def apply(self, x: torch.Tensor, draws: Draws,
               angles: torch.Tensor | None = None) -> torch.Tensor:
-        """Augment and normalise a training batch (uint8, or floats in [0, 1])."""
+        """Augment (with `draws`) and normalise a training batch (uint8, or floats in [0, 1])."""
         x = self.to_float(x)
         if angles is not None:
             x = rotate(x, angles)
-        if self.mode in ("crop", "crop_flip"):
-            x = random_crop(x, self.padding, gen)
-        if self.mode == "crop_flip":
-            x = random_flip(x, gen)
+        if draws.offsets is not None:
+            x = crop(x, self.padding, draws.offsets)
+        if draws.flips is not None:
+            x = flip(x, draws.flips)
         return self.normalize(x)
+
+    def train(self, x: torch.Tensor, gen: torch.Generator,
+              angles: torch.Tensor | None = None) -> torch.Tensor:
+        """Augment and normalise a training batch (uint8, or floats in [0, 1])."""
+        return self.apply(x, self.draw(x.shape[0], gen), angles)
 
     def test(self, x: torch.Tensor, angles: torch.Tensor | None = None) -> torch.Tensor:
         """Normalise an evaluation batch (uint8, or floats in [0, 1]; rotated when the test set

@@ -11,15 +11,16 @@ derived from (seed, r, k), and client sampling from (seed, r), so a resumed run 
 exactly what an uninterrupted one would have done, and every method of a table sees the
 same clients in the same rounds for a given seed.
 
-Several clients of a round may train at once on CPU, with the same numbers: `fedhet.engine.lanes`;
-or as one stacked model (for a GPU), to float tolerance: `fedhet.engine.vectorised`.
+A client's local training is `fedhet.engine.client`; on CUDA its step is captured once as a CUDA
+graph and replayed, with the same numbers: `fedhet.engine.graphs`. Several clients of a round may
+train at once on CPU, with the same numbers: `fedhet.engine.lanes`; or as one stacked model (for
+a GPU), to float tolerance: `fedhet.engine.vectorised`.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -27,10 +28,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedhet.algorithms import ClientContext, ClientUpdate, StepOutput, weighted_average
-from fedhet.algorithms.base import task_loss
+from fedhet.algorithms import ClientUpdate, weighted_average
 from fedhet.catalog import implementation, model_classes, plugins_of
 from fedhet.engine.augment import Augmenter
+from fedhet.engine.client import batch_slices, train_client
 from fedhet.engine.divergence import (
     group_divergence, layer_groups, segment_sq_norms, stage_groups,
 )
@@ -43,12 +44,12 @@ from fedhet.engine.evaluation import (
     exact_slice,
 )
 from fedhet.engine.flat import FlatModel
+from fedhet.engine.graphs import graph_mode
 from fedhet.engine.lanes import Lane, LanePool, client_workers
 from fedhet.engine.memory import keep_freed_memory
 from fedhet.engine.modes import apply_modes
-from fedhet.engine.seeding import derive_seed, generator, seed_global
+from fedhet.engine.seeding import derive_seed
 from fedhet.engine.server import ClientData, ServerView
-from fedhet.engine.sgd import sgd_step
 from fedhet.engine.vectorised import StackedClients, vectorise_decision
 from fedhet.models import build_model
 from fedhet.plugins import MODULES_PREFIX, eval_logit_map, plugin_modules
@@ -82,15 +83,6 @@ def sample_clients(seed: int, round: int, num_clients: int, per_round: int) -> l
     """Clients of a round, drawn without replacement from a (seed, round)-keyed generator."""
     rng = np.random.default_rng(derive_seed(seed, "sample", round))
     return sorted(int(k) for k in rng.choice(num_clients, per_round, replace=False))
-
-
-def batch_slices(n: int, batch_size: int) -> list[slice]:
-    """Consecutive batches of a permutation; a trailing batch of one sample joins the previous
-    one (BatchNorm cannot train on a single sample)."""
-    bounds = list(range(0, n, batch_size)) + [n]
-    if len(bounds) > 2 and bounds[-1] - bounds[-2] == 1:
-        del bounds[-2]
-    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 class Federation:
@@ -186,6 +178,7 @@ class Federation:
         self.stacked = StackedClients(self) if stacked else None
         if why:
             self.client_workers, self.execution = 1, why
+        self.graphs = graph_mode(run, device, stacked)  # local steps as CUDA graphs, or eager
         with torch.random.fork_rng(devices=[]):  # as if there were one lane only
             self.lanes += [self._build_lane(channels, size, references)
                            for _ in range(self.client_workers - 1)]
@@ -242,102 +235,11 @@ class Federation:
             data = plugin.client_data(client, round, data) or data
         return data
 
-    def forward(self, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor) -> StepOutput:
-        """The task loss of one step: a plug-in's forward pass, or features → head → CE
-        (soft targets, N×C floats, are accepted)."""
-        for plugin in self.plugins:
-            out = plugin.forward(ctx, x, y)
-            if out is not None:
-                return out
-        features = ctx.model.features(x)
-        logits = ctx.model.head(features)
-        return StepOutput(features, logits, y, task_loss(logits, y), inputs=x)
-
-    def client_batches(self, data: ClientData, gen: torch.Generator,
-                       steps: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """A client's `steps` training batches (positions in its data, augmented images,
-        labels): a fresh permutation per pass, drawn, like the augmentation, from `gen`."""
-        n, done = data.size, 0
-        while done < steps:
-            perm = torch.randperm(n, device=self.device, generator=gen)
-            for sl in batch_slices(n, self.training["batch_size"]):
-                if done == steps:
-                    break
-                take = perm[sl]
-                rows = data.rows(take)
-                x = data.x[rows]
-                if not data.normalized:
-                    x = self.augmenter.train(x, gen, None if data.angles is None
-                                             else data.angles[take])
-                yield take, x, data.y[rows]
-                done += 1
-
     def train_client(self, client: int, round: int, lr: float,
                      lane: Lane | None = None) -> tuple[ClientUpdate, torch.Tensor]:
-        """Local training of one client (in `lane`, by default the first); returns its update
-        and the summed step losses."""
-        t = self.training
-        lane = lane or self.lanes[0]
-        work = lane.work
-        work.load(self.global_.params, self.global_.buffers)
-        work.module.train()
-        if self.client_workers == 1:  # concurrent clients draw nothing from it (checked)
-            seed_global(self.device, self.seed, "client", round, client)  # dropout etc.
-        gen = generator(self.device, self.seed, "batches", round, client)
-        data = self.client_data(client, round)
-        n = data.size
-        ctx = ClientContext(
-            client=client, round=round, lr=lr, params=work.params, grads=work.grads,
-            buffers=work.buffers, global_params=self.global_.params,
-            global_buffers=self.global_.buffers, num_samples=n, model=work.module,
-            reference=lane.reference,
-        )
-        mods = lane.modules
-        if mods is not None:
-            mods.load(self.modules_global.params, self.modules_global.buffers)
-            mods.module.train()
-            ctx.modules = mods.module
-            mods_buf = torch.zeros_like(mods.params)
-        self.algorithm.client_begin(ctx)
-        for plugin in self.plugins:
-            plugin.client_begin(ctx)
-        buf = self.momentum_buffer(client, lane)
-        momentum, wd = t["momentum"], t["weight_decay"]
-        loss_sum = torch.zeros((), device=self.device)
-        for take, x, y in self.client_batches(data, gen, self.local_steps(n)):
-            ctx.domains = None if data.domains is None else data.domains[take]
-            for plugin in self.plugins:
-                x, y = plugin.transform_batch(ctx, x, y)
-            if self.channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
-            work.zero_grad()
-            if mods is not None:
-                mods.zero_grad()
-            with self.autocast:
-                out = self.forward(ctx, x, y)
-                loss = out.loss
-                for term in [self.algorithm.extra_loss(ctx, out),
-                             *(p.extra_loss(ctx, out) for p in self.plugins)]:
-                    if term is not None:
-                        loss = loss + term
-            loss.backward()
-            with torch.no_grad():
-                self.algorithm.correct_gradient(ctx)
-                if t["max_grad_norm"]:
-                    torch.nn.utils.clip_grad_norm_(work.module.parameters(), t["max_grad_norm"])
-                sgd_step(work.params, work.grads, lr, momentum, wd, buf)
-                self.algorithm.after_step(ctx)
-                if mods is not None:
-                    sgd_step(mods.params, mods.grads, lr, momentum, wd, mods_buf)
-            loss_sum += loss.detach().float()
-            ctx.steps += 1
-        update = ClientUpdate(client, work.params.clone(), work.buffers.clone(), n, ctx.steps)
-        if mods is not None:
-            update.module_params, update.module_buffers = mods.params.clone(), mods.buffers.clone()
-        self.algorithm.client_end(ctx, update)
-        for plugin in self.plugins:
-            plugin.client_end(ctx, update)
-        return update, loss_sum
+        """Local training of one client (in `lane`, by default the first): its update and the
+        summed step losses (`fedhet.engine.client`)."""
+        return train_client(self, client, round, lr, lane or self.lanes[0])
 
     # -- one round ----------------------------------------------------------------------
     def clients_of_round(self, round: int) -> list[int]:

@@ -28,13 +28,15 @@ T = TypeVar("T")
 @dataclass
 class Lane:
     """What one client in training has to itself: the working model (and the plug-ins'
-    modules), a momentum buffer for clients that keep none, and a spare model for algorithms
-    that run reference models (`ClientContext.reference`)."""
+    modules), a momentum buffer for clients that keep none, a spare model for algorithms
+    that run reference models (`ClientContext.reference`), and how its local steps run
+    (`fedhet.engine.graphs.StepGraphs`: their CUDA graphs; made on first use)."""
 
     work: FlatModel
     modules: FlatModel | None
     fresh_buffer: torch.Tensor
     reference: FlatModel | None
+    steps: Any = None
 
 
 def methods_without(run: dict[str, Any], flag: str) -> list[str]:

@@ -33,6 +33,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from fedhet.algorithms import ClientContext, ClientUpdate, StackedStep
 from fedhet.algorithms.base import task_loss
+from fedhet.engine.client import client_batches
 from fedhet.engine.flat import FlatModel, segment_view
 from fedhet.engine.lanes import draws_dropout, methods_without
 from fedhet.engine.modes import PRECISIONS
@@ -160,7 +161,7 @@ class StackedClients:
             contexts.append(ctx)
             inputs.append({name: v for m in methods for name, v in m.stacked_inputs(ctx).items()})
         per_client = {name: torch.stack([row[name] for row in inputs]) for name in inputs[0]}
-        batches = [fed.client_batches(data[k], generator(fed.device, fed.seed, "batches",
+        batches = [client_batches(fed, data[k], generator(fed.device, fed.seed, "batches",
                                                           round, k), steps[k]) for k in order]
         losses = torch.zeros(rows, device=fed.device)
         for step in range(steps[order[0]]):

@@ -17,6 +17,7 @@ from fedhet.algorithms.base import (
     weighted_average,
 )
 from fedhet.algorithms.losses import contrastive_loss
+from fedhet.engine.sgd import descend
 
 ALGORITHMS.add("fedavg", Algorithm)
 
@@ -80,10 +81,12 @@ class Scaffold(Algorithm):
         self.c_i.like = global_params
 
     def client_begin(self, ctx: ClientContext) -> None:
-        ctx.extra["correction"] = self.c - self.c_i.get(ctx.client)
+        # held: a step replayed as a CUDA graph reads this client's c − c_i where it read the
+        # first client's
+        ctx.extra["correction"] = ctx.hold("scaffold.correction", self.c - self.c_i.get(ctx.client))
 
     def after_step(self, ctx: ClientContext) -> None:
-        ctx.params.sub_(ctx.extra["correction"], alpha=ctx.lr)
+        descend(ctx.params, ctx.extra["correction"], ctx.step_lr)  # y ← y − η(c − c_i)
 
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:
         c_i = self.c_i.get(ctx.client)
@@ -185,9 +188,14 @@ class FedDyn(Algorithm):
         self.grad_state = PerClientState()
         self.grad_state.like = global_params
 
+    def client_begin(self, ctx: ClientContext) -> None:
+        # ∇L_k(θ_k^{t−1}), held: a step replayed as a CUDA graph reads it where it read the
+        # first client's
+        ctx.extra["grad_state"] = ctx.hold("feddyn.grad_state", self.grad_state.get(ctx.client))
+
     def correct_gradient(self, ctx: ClientContext) -> None:
         alpha = self.hp["alpha"]
-        ctx.grads.sub_(self.grad_state.get(ctx.client))
+        ctx.grads.sub_(ctx.extra["grad_state"])
         ctx.grads.add_(ctx.params - ctx.global_params, alpha=alpha)
 
     def client_end(self, ctx: ClientContext, update: ClientUpdate) -> None:

@@ -15,6 +15,7 @@ DECLARATIONS = [
         kind="plugin",
         summary="CCVR §3.3: classifier weight vectors L2-normalised in training and inference",
         module="fedhet.methods.ccvr.plugins",
+        cuda_graph=True,
         params={
             "bias": Param(False, "add the head's bias to z·φ_i/‖φ_i‖ (the paper has none)"),
         },
@@ -24,6 +25,7 @@ DECLARATIONS = [
         kind="plugin",
         summary="CCVR §3.3: (μ/2)‖φ_k − φ_g‖² on the classifier only",
         module="fedhet.methods.ccvr.plugins",
+        cuda_graph=True,
         params={"mu": Param(0.01, "μ; not given in the paper (assumed)", at_least=0)},
     ),
     Method(

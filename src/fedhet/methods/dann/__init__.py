@@ -13,6 +13,7 @@ DECLARATIONS = [
         summary="DANN (Ganin et al., 2015): a discriminator of the client id on the penultimate "
         "features, trained against them through gradient reversal",
         module="fedhet.methods.dann.plugin",
+        cuda_graph=True,
         params={
             "lam": Param(
                 0.01, "λ_d, the gradient-reversal scale: the features receive −λ_d times the "

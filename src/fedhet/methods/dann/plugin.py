@@ -70,8 +70,13 @@ class DANN(Plugin):
         self.key = self.module_key("discriminator")
         self.lam = float(self.hp["lam"])
 
+    def client_begin(self, ctx: ClientContext) -> None:
+        # the client's id as a tensor, held: a step replayed as a CUDA graph reads it
+        client = torch.tensor(ctx.client, dtype=torch.long, device=ctx.params.device)
+        ctx.extra["dann.client"] = ctx.hold("dann.client", client)
+
     def extra_loss(self, ctx: ClientContext, out: StepOutput) -> Tensor | None:
         z = reverse_gradient(out.features, self.lam)
         logits = ctx.modules[self.key](z)
-        domain = torch.full((len(z),), ctx.client, dtype=torch.long, device=z.device)
+        domain = ctx.extra["dann.client"].expand(len(z))  # every sample's domain: its client
         return F.cross_entropy(logits.float(), domain)

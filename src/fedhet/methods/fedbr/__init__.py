@@ -29,6 +29,10 @@ DECLARATIONS = [
         summary="FedBR (Guo et al., ICML 2023): pseudo-data and min-max contrastive reduction of "
         "local learning bias",
         module="fedhet.methods.fedbr.plugin",
+        cuda_graph=(
+            "draws the Mixture pseudo-data from a per-client generator inside the step, "
+            "and keeps z_g on the host from step to step"
+        ),
         params={
             "lam": Param(
                 0.1,

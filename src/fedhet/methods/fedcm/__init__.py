@@ -12,6 +12,7 @@ DECLARATIONS = [
         summary="FedCM (Xu et al., 2021): client momentum g ← α·g + (1−α)·Δ towards the last "
                 "global update direction Δ, broadcast with the model (2× download)",
         module="fedhet.methods.fedcm.algorithm",
+        cuda_graph="correct_gradient branches on the round (round 1 has no Δ yet)",
         concurrent_clients=True,
         params={
             "alpha": Param(

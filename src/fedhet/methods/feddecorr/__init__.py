@@ -13,6 +13,7 @@ DECLARATIONS = [
         summary="FedDecorr (Shi et al., 2023): a penalty on the correlations of the batch's "
         "penultimate features",
         module="fedhet.methods.feddecorr.plugin",
+        cuda_graph=True,
         concurrent_clients=True,  # a loss on the batch's features; no state
         vectorised_clients=True,  # the same loss as stacked_loss
         params={

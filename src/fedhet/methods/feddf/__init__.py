@@ -23,6 +23,7 @@ DECLARATIONS = [
         summary="FedDF (Lin et al., NeurIPS 2020): server-side ensemble distillation after "
         "aggregation",
         module="fedhet.methods.feddf.plugin",
+        cuda_graph=True,  # it trains the server's model after aggregation; no step hook
         version=2,  # 2: early stopping on validation images, best student kept
         params={
             "unlabeled": Param(

@@ -20,6 +20,11 @@ DECLARATIONS = [
         summary="FedImpro (Tang et al., ICLR 2024): shared per-class feature distributions, "
         "decoupled high-level training",
         module="fedhet.methods.fedimpro.plugin",
+        cuda_graph=(
+            "draws its synthetic features from a per-client generator inside the step, "
+            "updates a local estimate made anew for each client, and weighs the losses by a "
+            "float that changes each round"
+        ),
         version=1,
         params={
             "split": Param(

@@ -64,6 +64,7 @@ DECLARATIONS = [
         summary="clients train on their cached local virtual data (FedLGD's initialisation: "
         "class statistics and distribution matching), never on their raw images",
         module="fedhet.methods.fedlgd.plugin",
+        cuda_graph="each client trains on tensors of its own (its distilled images)",
         version=1,
         params=DISTILLED_PARAMS,
         artefacts=_artefacts,
@@ -75,6 +76,10 @@ DECLARATIONS = [
         summary="FedLGD (Huang et al.): local-global distillation with federated gradient "
         "matching",
         module="fedhet.methods.fedlgd.plugin",
+        cuda_graph=(
+            "each client trains on tensors of its own (its distilled images), and the "
+            "step branches on the round (the rounds of global distillation)"
+        ),
         version=2,  # 2: SupCon's mean over anchors masked, not indexed (last bits may differ)
         params={
             **DISTILLED_PARAMS,

@@ -13,6 +13,7 @@ DECLARATIONS = [
         summary="FedMix (Yoon et al., 2021): local loss of Mixup with other clients' mean images, "
         "approximated to first order",
         module="fedhet.methods.fedmix.plugin",
+        cuda_graph="draws the step's mean images from a per-client generator inside the step",
         params={
             "lam": Param(
                 0.1, "λ, the Mixup weight of the mean images (code: FedBR's fedmix_lambda 0.1; "

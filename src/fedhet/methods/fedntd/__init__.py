@@ -11,6 +11,7 @@ DECLARATIONS = [
         kind="plugin",
         summary="FedNTD (Lee et al., 2022): not-true distillation from the received global model",
         module="fedhet.methods.fedntd.plugin",
+        cuda_graph=True,
         vectorised_clients=True,  # stacked_loss: per-sample KL against the global model
         params={
             "beta": Param(

@@ -12,6 +12,7 @@ DECLARATIONS = [
         summary="GroupDRO (Sagawa et al., 2019) over clients: server weights q_k ← q_k·exp(η·ℓ_k) "
                 "per client id, new model Σ_{k∈S} q_k w_k / Σ_{k∈S} q_k (not sample-weighted)",
         module="fedhet.methods.groupdro.algorithm",
+        cuda_graph="extra_loss keeps the first step's loss by a Python branch on the step count",
         params={
             "eta": Param(0.01, "η, step of the exponentiated weight update (code: groupdro_eta "
                                "0.01); 0 = uniform average over the round's clients", at_least=0),

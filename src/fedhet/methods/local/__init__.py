@@ -13,5 +13,6 @@ DECLARATIONS = [
                 "model, never averaged; test accuracy is the mean over the round's client "
                 "models of each one's own accuracy (the saved model is their average)",
         module="fedhet.methods.local.algorithm",
+        cuda_graph=True,
     ),
 ]

@@ -13,6 +13,10 @@ DECLARATIONS = [
         summary="Mixup (Zhang et al., 2018) on local batches: convex combinations of a batch and "
         "its permutation, with mixed soft targets",
         module="fedhet.methods.mixup.plugin",
+        cuda_graph=(
+            "λ is drawn on the host each step (numpy's Beta) and enters the step as a "
+            "Python float"
+        ),
         params={
             "alpha": Param(
                 0.2, "α of λ ~ Beta(α, α), one λ per batch (code: FedBR's mixup_alpha 0.2)",

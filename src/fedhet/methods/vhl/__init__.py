@@ -46,6 +46,7 @@ DECLARATIONS = [
         summary="Virtual Homogeneity Learning (Tang et al., ICML 2022): shared virtual data and "
         "feature calibration",
         module="fedhet.methods.vhl.plugin",
+        cuda_graph=True,  # the virtual batch is drawn in prepare_step and held
         concurrent_clients=True,  # per-client draws live in ctx.extra["vhl"]
         version=2,  # 2: SupCon's mean over anchors masked, not indexed (last bits may differ)
         params={

@@ -188,18 +188,39 @@ class VHL(Plugin):
         ctx.extra["vhl"] = VirtualStream(generator(self.device, self.seed, "vhl", ctx.round,
                                                    ctx.client))
 
-    def virtual_batch(self, stream: VirtualStream) -> tuple[Tensor, Tensor]:
-        """The next virtual batch of `stream`: a fresh permutation of the virtual dataset per
-        pass (the last incomplete batch of a pass is dropped), augmented, normalised."""
+    def prepare_step(self, ctx: ClientContext) -> None:
+        """The step's virtual batch, drawn from the client's stream outside the step and held
+        (a step replayed as a CUDA graph reads it): the images' positions and augmentation
+        draws, or, for VFA, the classes and noise of its virtual features."""
+        if self.mode == "off":
+            return
+        stream = ctx.extra["vhl"]
+        if self.mode == "images":
+            take = self.virtual_positions(stream)
+            draws = self.augmenter.draw(len(take), stream.gen)
+            ctx.extra["vhl.batch"] = ctx.hold("vhl.take", take), draws.held(ctx.hold, "vhl.draws")
+            return
+        dim = self.feature_means.shape[1]
+        labels = torch.randint(self.cv, (self.batch,), device=self.device, generator=stream.gen)
+        noise = torch.randn(self.batch, dim, device=self.device, generator=stream.gen)
+        ctx.extra["vhl.features"] = ctx.hold("vhl.labels", labels), ctx.hold("vhl.noise", noise)
+
+    def virtual_positions(self, stream: VirtualStream) -> Tensor:
+        """The positions of the next virtual batch of `stream`: a fresh permutation of the
+        virtual dataset per pass (the last incomplete batch of a pass is dropped)."""
         n = self.yv.numel()
         if self.batch > n:
-            take = torch.randint(n, (self.batch,), device=self.device, generator=stream.gen)
-        else:
-            if stream.order is None or stream.cursor + self.batch > n:
-                stream.order = torch.randperm(n, device=self.device, generator=stream.gen)
-                stream.cursor = 0
-            take = stream.order[stream.cursor:stream.cursor + self.batch]
-            stream.cursor += self.batch
+            return torch.randint(n, (self.batch,), device=self.device, generator=stream.gen)
+        if stream.order is None or stream.cursor + self.batch > n:
+            stream.order = torch.randperm(n, device=self.device, generator=stream.gen)
+            stream.cursor = 0
+        take = stream.order[stream.cursor:stream.cursor + self.batch]
+        stream.cursor += self.batch
+        return take
+
+    def virtual_batch(self, stream: VirtualStream) -> tuple[Tensor, Tensor]:
+        """The next virtual batch of `stream`, augmented and normalised (VFTL's pre-training)."""
+        take = self.virtual_positions(stream)
         return self.augmenter.train(self.xv[take], stream.gen), self.yv[take]
 
     def _run(self, model: torch.nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -221,7 +242,8 @@ class VHL(Plugin):
             return None
         if self.mode == "features":
             return self._forward_vfa(ctx, x, y)
-        xv, yv = self.virtual_batch(ctx.extra["vhl"])
+        take, draws = ctx.extra["vhl.batch"]
+        xv, yv = self.augmenter.apply(self.xv[take], draws), self.yv[take]
         n = x.shape[0]
         inputs = torch.cat([x, xv])
         if self.fed.channels_last:
@@ -246,10 +268,7 @@ class VHL(Plugin):
         h, feats, logits = self._run(ctx.model, x)
         loss = task_loss(logits, y)
         y = hard_labels(y)
-        gen = ctx.extra["vhl"].gen
-        labels = torch.randint(self.cv, (self.batch,), device=self.device, generator=gen)
-        noise = torch.randn(self.batch, self.feature_means.shape[1], device=self.device,
-                            generator=gen)
+        labels, noise = ctx.extra["vhl.features"]
         virtual = self.feature_means[labels] + float(self.hp["vfa_std"]) * noise
         loss = loss + self.w_cal * calibration_loss(pooled(h), virtual, y, labels,
                                                     self.hp["temperature"])
