@@ -12,19 +12,8 @@ import re
 import pandas as pd
 import pytest
 
-from fedhet.analysis.leaderboard import (
-    ENTRY_COLUMNS,
-    OVERVIEW,
-    build_leaderboard,
-    build_overview,
-    legend,
-    readable,
-    render_html,
-    render_markdown,
-    render_overview_html,
-    render_overview_markdown,
-    with_entry,
-)
+from fedhet.analysis import leaderboard as L
+from fedhet.analysis.leaderboard import build_leaderboard, legend, readable, render_html
 
 NAN = math.nan
 CHANCE = 10.0  # ten classes: near chance below 10 + 0.1 · 90 = 19
@@ -307,14 +296,14 @@ def _renamed(results: pd.DataFrame, name: str) -> pd.DataFrame:
 def test_every_row_of_a_leaderboard_says_what_its_challenger_is():
     board = build_leaderboard(SPREAD, "mine", tie_margin=0.5)
     entry = _entry("mine-a", "Mine A", 0.1, settings_per_paper={"vhl": "plug-in mine(weight=1)"})
-    rows = with_entry(board, entry)
-    assert list(rows.columns[:8]) == ENTRY_COLUMNS
+    rows = L.with_entry(board, entry)
+    assert list(rows.columns[:8]) == L.ENTRY_COLUMNS
     assert (rows["entry_source"] == "0123456789abcdef").all()
     assert (rows["entry_package"] == "mine-fl").all() and (rows["entry_version"] == "0.3").all()
     assert (rows["entry_settings"] == "plug-in mine(weight=1)").all()  # VHL's own settings
     assert rows[board.columns].equals(board)
-    assert with_entry(rows, entry).equals(rows)  # read back and given again: once
-    page = render_markdown(board, "Mine A", 0.5, "demo", entry=entry)
+    assert L.with_entry(rows, entry).equals(rows)  # read back and given again: once
+    page = L.render_markdown(board, "Mine A", 0.5, "demo", entry=entry)
     assert "- Entry mine-a (Mine A): plug-in mine of mine-fl 0.3" in page
     assert "sha256 0123456789abcdef of 4 files" in page
     assert "Settings in VHL's tables: plug-in mine(weight=1)" in page
@@ -334,10 +323,10 @@ def test_the_overview_puts_the_entries_of_a_sweep_side_by_side_per_table():
     parts = []
     for entry, results in ((a, results_a), (b, results_b)):
         results = _renamed(results, entry["name"])
-        parts.append((entry, with_entry(build_leaderboard(results, entry["name"], tie_margin=0.5),
-                                        entry), results))
-    overview = build_overview(parts)
-    assert list(overview.columns) == OVERVIEW
+        board = build_leaderboard(results, entry["name"], tie_margin=0.5)
+        parts.append((entry, L.with_entry(board, entry), results))
+    overview = L.build_overview(parts)
+    assert list(overview.columns) == L.OVERVIEW
     assert list(zip(overview["table"], overview["entry"])) == [
         ("1", "mine-a"), ("1", "mine-b"), ("3", "mine-a"), ("3", "mine-b")]
     first = overview.iloc[0]
@@ -348,8 +337,8 @@ def test_the_overview_puts_the_entries_of_a_sweep_side_by_side_per_table():
     assert (first["rank"], first["ranked"], first["methods"]) == (2, 3, 2)
     assert tuple(overview.iloc[3][["rank", "wins", "losses"]]) == (2, 0, 1)
     assert overview.iloc[1]["entry_settings"] == "plug-in mine(weight=1.0)"
-    page = render_overview_markdown(overview, [a, b], "demo")
+    page = L.render_overview_markdown(overview, [a, b], "demo")
     assert "| VHL | 1 | ACC (%) | Mine A | mine (mine-fl 0.3 · 0123456789abcdef) | plug-in " \
            "mine(weight=0.1) |" in page
     assert "- Entry mine-b (Mine B): plug-in mine of mine-fl 0.3" in page
-    assert "Mine B" in render_overview_html(overview, [a, b], "demo")
+    assert "Mine B" in L.render_overview_html(overview, [a, b], "demo")

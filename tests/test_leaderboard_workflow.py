@@ -76,7 +76,8 @@ def experiment(challengers=(), papers=RECORDED, scale="demo", *, origins=None, r
                **over):
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     cfg.update(scale=scale, papers=list(papers), challengers=list(challengers), **over)
-    return X.load_experiment(cfg, ROOT, origins=origins, results=results)
+    given = {k: v for k, v in (("origins", origins), ("results", results)) if v is not None}
+    return X.load_experiment(cfg, ROOT, **given)
 
 
 def weight(w: float, name: str | None = None, label: str | None = None) -> dict:
@@ -295,6 +296,17 @@ def test_a_method_of_fedhet_under_settings_of_its_own_is_an_entry(site):
     assert "algorithm fedprox of fedhet" in board.items["vhl_t1"].spec["note"]
 
 
+def test_the_example_sweep_is_three_entries_of_fedprox():
+    raw = yaml.safe_load((ROOT / "examples" / "leaderboard.yaml").read_text())["challengers"]
+    exp = experiment(raw)
+    mus = {}
+    for name, board in exp.leaderboard.items():
+        runs = [exp.runs[r] for r in board.challenger_run_ids()]
+        assert runs and {r["algorithm"]["name"] for r in runs} == {"fedprox"}
+        mus[name] = {r["algorithm"]["params"]["mu"] for r in runs}
+    assert mus == {"fedprox-mu0.001": {0.001}, "fedprox-mu0.1": {0.1}, "fedprox-mu1": {1.0}}
+
+
 def test_an_implementation_that_cannot_be_imported_is_refused_with_its_cause(site):
     plugin = site.root / "fedhet_toy" / "plugin.py"
     plugin.write_text(plugin.read_text() + "\nimport lpmath_missing\n")
@@ -330,7 +342,8 @@ def test_another_config_cannot_take_a_built_entrys_folder(site, tmp_path):
             rf"{re.escape(str(folder))}/, built for logitpen, settings: plug-in "
             r"logitpen\(weight=0\.01\); this entry is logitpen, settings: plug-in "
             r"logitpen\(weight=0\.05\)\. Give it a name of its own")):
-        experiment([weight(0.05, name="lp")], results=results, origins={"challengers": "other.yaml"})
+        experiment([weight(0.05, name="lp")], results=results,
+                   origins={"challengers": "other.yaml"})
     # under a name of its own, both leaderboards are entries
     both = experiment([weight(0.05, name="lp5")], results=results)
     assert sorted(both.leaderboard) == ["lp", "lp5"]
@@ -480,16 +493,17 @@ def test_the_leaderboard_builds_with_the_fake_and_reuses_the_papers_runs(site, t
     exp = X.load_experiment(cfg, work)
     board = exp.leaderboard["logitpen"]
     new = set(board.challenger_run_ids())
-    source = catalog.package("logitpen").source.digest
     plan = (f"leaderboard of Toy (logitpen): 4 comparable tables; {len(new)} new runs to train "
             f"(0 of its {len(new)} already built): ")
-    about = (f"Entry logitpen: plug-in logitpen of toy-methods 0.1 (code sha256 {source}), "
-             "settings: plug-in logitpen(weight=0.05).")
     # a dry run shows the plan too: where a user decides whether to spend the compute
     dry = snakemake(work, "leaderboard", "--configfile", str(mine), "-n", "--config", papers,
                     env=env)
     out = dry.stdout + dry.stderr
-    assert plan in out and about in out and "GPU-hours" in out
+    assert plan in out and "GPU-hours" in out
+    source = catalog.package("logitpen").source.digest
+    about = (f"Entry logitpen: plug-in logitpen of toy-methods 0.1 (code sha256 {source}), "
+             "settings: plug-in logitpen(weight=0.05).")
+    assert about in out
     missing = [r for r in board.run_ids() if r not in new
                and not (work / "results" / "demo" / "runs" / r / "final.json").exists()]
     assert f"and {len(missing)} runs of the papers' own tables not built yet" in out
