@@ -14,6 +14,10 @@ its information) and collects what a reader would meet:
   box. (Text inside the figures' PNGs is checked where they are drawn, by matplotlib:
   tests/figure_checks.py, for every figure kind.)
 
+and follows the scorecard's links: the landing view's verdict summary (each verdict counted, in
+colour) and its link to the scorecard, the scorecard's own summary (the same counts), and a pair's
+link from the scorecard to its table's cell.
+
 The report: $FEDHET_REPORT, else reports/demo/ci-report.html (what .ci/run builds and finishes).
 Where Chromium, Playwright or the report is missing the tests are skipped with the reason;
 $FEDHET_BROWSER_TEST=required (set by .ci/run) makes that a failure. $FEDHET_REPORT_SHOTS names a
@@ -36,6 +40,7 @@ SLACK = 1  # CSS pixels: rounding of boxes
 
 # the content pane: the element after the sidebar (<nav>) in the template's outer row
 PANE = "document.querySelector('#app nav').nextElementSibling"
+PANE_CSS = "#app nav + *"
 
 
 def unavailable(reason: str) -> None:
@@ -124,6 +129,25 @@ IMAGE = """async () => {
 }""" % PANE
 
 
+# the landing view's verdict summary (reports/workflow.rst: `.. container:: fedhet-verdicts`)
+VERDICTS = """() => {
+  const box = %s.querySelector('.fedhet-verdicts');
+  if (!box) return null;
+  const badges = [...box.querySelectorAll('.verdict')].map((b) => ({
+    text: b.textContent.trim(), colour: getComputedStyle(b).backgroundColor}));
+  const link = box.querySelector('a[data-fedhet-result]');
+  return {badges, link: link ? link.getAttribute('data-fedhet-result') : null,
+          bottom: box.getBoundingClientRect().bottom, window: innerHeight};
+}""" % PANE
+
+# in the scorecard's frame: its summary's badges and its pairs' links to the tables' cells
+SCORECARD = """() => ({
+  badges: [...document.querySelectorAll('.summary .verdict')].map((b) => b.textContent.trim()),
+  rows: document.querySelectorAll('table.scorecard tr[id^=claim-]').length,
+  links: document.querySelectorAll('a[data-result][data-anchor]').length,
+})"""
+
+
 # --------------------------------------------------------------------------- the walk
 
 
@@ -138,6 +162,8 @@ class Walk:
         self.views = 0
         self.figures = 0
         self.frames = 0
+        self.verdicts = None
+        self.links: dict = {}
 
     def note(self, kind: str, where: str, what: str) -> None:
         self.problems[kind].append(f"{where}: {what}")
@@ -183,7 +209,40 @@ class Walk:
         if title and (title[0] < -SLACK or title[1] > VIEWPORT["width"] + SLACK or title[2]):
             self.note("clipped", where, "the title reaches outside the window")
         self.check_sidebar(where)
+        self.verdicts = self.page.evaluate(VERDICTS)
         self.shot("landing")
+
+    def scorecard_links(self) -> None:
+        """From the landing view's link to the scorecard, and from the scorecard's first pair
+        to its table's cell: what each opened."""
+        self.set_view("{navbarMode: 'menu', content: 'rulegraph'}")
+        link = self.page.locator(f"{PANE_CSS} .fedhet-verdicts a[data-fedhet-result]").first
+        if not link.count():
+            return
+        link.click()
+        self.settle()
+        self.links["opened"] = self.page.evaluate("() => [app.state.content, "
+                                                  "app.state.resultPath]")
+        frame = self.page.locator("iframe").first.element_handle().content_frame()
+        frame.wait_for_load_state()
+        self.links["scorecard"] = frame.evaluate(SCORECARD)
+        pair = frame.locator("a[data-result][data-anchor]").first
+        if not pair.count():
+            return
+        frame.locator("details").first.evaluate("(d) => { d.open = true; }")
+        self.links["pair"] = {"anchor": pair.get_attribute("data-anchor"),
+                              "result": pair.get_attribute("data-result")}
+        pair.click()
+        self.settle()
+        self.links["table"] = self.page.evaluate(
+            "() => [app.state.content, app.state.resultPath, app.state.contentPath.split('#')"
+            ".pop()]")
+        table = self.page.locator("iframe").first.element_handle().content_frame()
+        table.wait_for_load_state()
+        self.links["target"] = table.evaluate(
+            "() => { const t = document.querySelector(':target'); "
+            "return t ? [t.id || t.parentElement.id, t.tagName] : null; }")
+        self.shot("scorecard link to a cell")
 
     def general(self) -> None:
         for label in ("Workflow", "Statistics", "About"):
@@ -283,6 +342,7 @@ def walk(tmp_path_factory):
             w.landing()
             w.general()
             w.results()
+            w.scorecard_links()
         finally:
             browser.close()
     return w
@@ -329,3 +389,27 @@ def test_the_tab_names_the_project_and_the_scale(walk):
 def test_the_scorecard_comes_first_among_the_results(walk):
     results = walk.sidebar_entries[walk.sidebar_entries.index("About") + 1:]
     assert results and results[0].endswith("Scorecard"), walk.sidebar_entries
+
+
+def test_the_landing_view_counts_the_verdicts_in_colour_and_links_the_scorecard(walk):
+    found = walk.verdicts
+    assert found is not None, "no verdict summary (.fedhet-verdicts) in the landing view"
+    assert found["badges"], "the verdict summary counts no verdict"
+    for badge in found["badges"]:
+        assert re.fullmatch(r"\d+ [a-z ]+", badge["text"]), badge
+        assert badge["colour"] not in ("rgba(0, 0, 0, 0)", "transparent"), badge
+    assert found["link"] and found["link"].endswith("scorecard.html"), found
+    # the link opens the scorecard, whose own summary counts the same verdicts
+    assert walk.links.get("opened") == ["html", found["link"]], walk.links
+    card = walk.links["scorecard"]
+    assert card["badges"] == [b["text"] for b in found["badges"]], (card, found)
+    total = sum(int(b["text"].split()[0]) for b in found["badges"])
+    assert card["rows"] == total, card
+
+
+def test_a_pair_of_the_scorecard_opens_its_tables_cell(walk):
+    if walk.links.get("scorecard", {}).get("links", 0) == 0:
+        pytest.skip("the scorecard compared no pair (nothing ran)")
+    pair = walk.links["pair"]
+    assert walk.links["table"] == ["html", pair["result"], pair["anchor"]], walk.links
+    assert walk.links["target"] and walk.links["target"][0] == pair["anchor"], walk.links

@@ -59,10 +59,13 @@ def test_the_landing_text_opens_with_its_title_and_the_scales_warning_in_a_box()
     title = html.index("<h1")
     box = re.search(r'<div class="admonition warning">.*?</div>', html, re.S)
     assert box and "Scale demo." in box.group() and "Not comparable" in box.group()
-    # the title, one paragraph on what the report is, then the box; no scorecard any more
+    # the title, one paragraph on what the report is, then the box; the scorecard's verdicts
+    # are counted under it once the page is finished, its table is not repeated
     assert html.count("<p>", title, box.start()) == 1
     assert "Scorecard" not in html[box.end():] and "list-table" not in html
     assert page.PLACEHOLDER.search(html)
+    verdicts = page.VERDICTS.search(html)
+    assert verdicts and verdicts.start() > box.end()
 
 
 def test_finishing_sets_the_title_adds_the_stylesheet_and_fills_the_provenance():
@@ -174,10 +177,10 @@ def test_the_seeds_come_from_the_config_or_else_the_scale(tmp_path, monkeypatch)
 
 def test_the_scorecard_page_names_papers_explains_pairs_and_says_the_scale_once():
     rows = [{"paper": "fedimpro", "claim": "Splitting at the 4th layer is worse",
-             "result": "reproduced", "ours": "1/1 pairs hold", "in_paper": "1/1 pairs hold",
+             "result": "reproduced", "ours": "3/3 pairs hold", "in_paper": "3/3 pairs hold",
              "require": "all"},
-            {"paper": "fedbr", "claim": "Each component beats FedAvg", "result": "not reproduced",
-             "ours": "1/2 pairs hold", "in_paper": "2/2 pairs hold", "require": "majority"}]
+            {"paper": "fedbr", "claim": "Most components beat FedAvg", "result": "not reproduced",
+             "ours": "1/3 pairs hold", "in_paper": "3/3 pairs hold", "require": "majority"}]
     html = scorecard.render_html(rows, "demo", 1, "Not comparable with the papers'.")
     assert "<td>FedImpro</td>" in html and "<td>FedBR</td>" in html
     assert ">fedimpro<" not in html and ">fedbr<" not in html
@@ -185,12 +188,13 @@ def test_the_scorecard_page_names_papers_explains_pairs_and_says_the_scale_once(
     assert re.findall(r"<th>(.*?)</th>", header) == ["Paper", "Claim", "Result", "Ours",
                                                      "In the paper"]
     assert "class='warning'" in html and "Not comparable" in html
-    assert "(needs every pair)" in html and "(needs a majority of pairs)" in html
-    for words in ("pairs of cells", "needs every pair", "needs a majority of pairs",
-                  "“In the paper”"):
-        assert words in scorecard.LEGEND
+    assert "<i>needs every pair</i>" in html and "<i>needs a majority of pairs</i>" in html
+    for words in ("pairs of cells", "Identical runs count once", "Ties.", "Every pair or a "
+                  "majority", "Not enough evidence", "What ran", "“In the paper”"):
+        assert words in scorecard.LEGEND and words in html
     md = scorecard.render_markdown(rows, "demo", 1, "Not comparable with the papers'.")
     assert "| FedImpro |" in md and "> **Scale demo.** Not comparable" in md
+    assert "**2 claims:** 1 reproduced · 1 not reproduced" in md
 
 
 def test_the_scorecard_comes_first_in_the_sidebar():

@@ -64,6 +64,17 @@ def dataset(name: str, options: Mapping[str, Any] | None = None) -> str:
     return DATASETS.get(name, name).format(domains=styles)
 
 
+def stand_in(name: str, options: Mapping[str, Any] | None = None) -> str:
+    """An offline stand-in as it ran, told from the others that stand in at the same scale:
+    "colour handwritten digits (16 px, 240 training images a class)"."""
+    opts = options or {}
+    colour = {1: "grey ", 3: "colour "}.get(opts.get("channels"), "")
+    details = [f"{opts['size']} px"] if opts.get("size") else []
+    if opts.get("train_per_class"):
+        details.append(f"{number(opts['train_per_class'])} training images a class")
+    return colour + dataset(name, opts) + (f" ({', '.join(details)})" if details else "")
+
+
 def model(name: str, width: float = 1.0) -> str:
     """A model and its width: "ResNet-18", "quarter-width ConvNet", "0.3×-width ConvNet"."""
     printed = MODELS.get(name, name)

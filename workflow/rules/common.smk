@@ -660,17 +660,23 @@ def scorecard_payload(selection):
         content = {
             "claims": claims,
             # with the cells this scale does not run, so that a claim's verdict says which
-            # part of it was tested
-            "payloads": {
-                t: {**ITEMS[t].payload(), "left_out": ITEMS[t].left_out}
-                for t in sorted(targets)
-            },
+            # part of it was tested, and what the cells ran on (stand-ins)
+            "payloads": {t: ITEMS[t].claim_payload() for t in sorted(targets)},
             "seeds": EXP.seeds,
             "warning": config["scale_warning"],
+            "tie_margin": tie_margin(),
         }
         return X.Payload(content, f"{len(claims)} claims of config/papers/*.yaml")
 
     return payload
+
+
+def tie_margin():
+    """Within how much two means tie (config.yaml → leaderboard.tie_margin): the leaderboard's
+    and the scorecard's margin."""
+    from fedhet.tables.maths import TIE_MARGIN
+
+    return float((config.get("leaderboard") or {}).get("tie_margin", TIE_MARGIN))
 
 
 # The scorecard's entry in the report's sidebar: first, before the papers'.

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from fedhet.papers import paper_name
-from fedhet.tables.maths import NEAR_CHANCE, mean_std, near_chance
+from fedhet.tables.maths import (
+    NEAR_CHANCE,
+    SPREAD_SEEDS,
+    TIE_SLACK,
+    mean_std,
+    near_chance,
+    tie_threshold,
+)
 from fedhet.tables.metrics import lookup
 from fedhet.tables.render import fmt
 from fedhet.tables.schema import DIVERGED, NEVER
@@ -35,10 +42,9 @@ COSTS = ["train_flops", "bytes_per_round", "seconds"]
 COLUMNS = [*KEY, "label", "seed", "value", "status", "chance", "paper_value", "metric",
            "lower_is_better", *COSTS]
 STATUSES = ("completed", DIVERGED, NEVER)
-# both cells have at least this many seeds: a tie is judged by their spread, not the margin
-SPREAD_SEEDS = 3
-# slack for float rounding when a difference is compared with its tie threshold
-SLACK = 1e-9
+# both cells have at least SPREAD_SEEDS seeds: a tie is judged by their spread, not the margin;
+# SLACK: float rounding when a difference is compared with its tie threshold (fedhet.tables.maths)
+SLACK = TIE_SLACK
 
 BOARD = ["paper", "table", "metric", "lower_is_better", "method", "label", "ours",
          "paper_value", "challenger", "rank", "ranked", "wins", "ties", "losses", "excluded",
@@ -166,10 +172,8 @@ def _outcome(challenger: Cell, method: Cell, tie_margin: float, lower: bool) -> 
         if challenger.unreached and method.unreached:
             return "ties"
         return "losses" if challenger.unreached else "wins"
-    if min(challenger.seeds, method.seeds) >= SPREAD_SEEDS:
-        threshold = max(challenger.std, method.std)
-    else:
-        threshold = tie_margin
+    threshold = tie_threshold(tie_margin, challenger.std, challenger.seeds, method.std,
+                              method.seeds)
     diff = (method.mean - challenger.mean) if lower else (challenger.mean - method.mean)
     if abs(diff) <= threshold + SLACK:
         return "ties"

@@ -53,6 +53,9 @@ class Cell:
     # axis → the numbers its value's settings ran with, where the scale changed them
     # (`fedhet.experiments.ran`): a figure ticks what ran, not only the paper's value
     ran: dict[str, str] = field(default_factory=dict)
+    # likewise with what the value's look-ups set (FedLGD's IPC: the images per class), for
+    # every cell; the scorecard names what ran (`Item.claim_payload`), no table or figure
+    runs_as: dict[str, str] = field(default_factory=dict)
 
     def key(self) -> dict[str, Any]:
         out = {
@@ -132,6 +135,28 @@ class Item:
         }
         return Payload(content, f"config/papers/{self.paper}.yaml: {self.id}, "
                                 f"{len(self.cells)} cells")
+
+    def claim_payload(self) -> Payload:
+        """What the scorecard reads of this table: its payload, the cells this scale leaves out
+        (`left_out`) and, per cell that runs, what it ran on where the scale changed what its
+        labels say: `stand_in`, the offline data that stood in for the paper's dataset
+        ({"name": what ran, "for": the paper's}), and `runs_as`, the axis values whose
+        printed numbers ran otherwise, as they ran ({"ipc": "IPC=2"} for IPC=10)."""
+        from fedhet import printed
+
+        payload = self.payload()
+        cells = []
+        for cell, key in zip(self.cells, payload["cells"], strict=True):
+            key = dict(key)
+            data = cell.settings.get("dataset") or {}
+            real = (data.get("options") or {}).get("stands_in_for")
+            if real and not cell.quoted:
+                key["stand_in"] = {"name": printed.stand_in(data["name"], data.get("options")),
+                                   "for": printed.dataset(real)}
+            if cell.runs_as and not cell.quoted:
+                key["runs_as"] = dict(cell.runs_as)
+            cells.append(key)
+        return Payload({**payload, "cells": cells, "left_out": self.left_out}, str(payload))
 
 
 @dataclass

@@ -20,7 +20,7 @@ from fedhet.experiments.loading import (
     plain_copy,
     set_path,
 )
-from fedhet.experiments.ran import scaled_setting
+from fedhet.experiments.ran import label_ran_as, scaled_setting
 from fedhet.experiments.scaling import apply_scale, scale_for_paper
 from fedhet.printed import join_labels
 
@@ -99,6 +99,25 @@ def _set_looked_up(patch: dict[str, Any], key: str, value: Any) -> None:
             params = plugin.setdefault("params", {})
             if get_path(params, param) is None:
                 set_path(params, param, value)
+
+
+def _looked_up_patch(own: Any, patch: Mapping[str, Any], key: str, value: Any) -> dict:
+    """An axis value's own patch with what a look-up by that axis alone sets (`key` to
+    `value`), for telling what the value ran with: a plug-in parameter lands in the plug-ins
+    the cell runs (those of `patch`)."""
+    out: dict[str, Any] = plain_copy(own) if own else {}
+    if key.startswith("plugins."):
+        name = key.split(".", 2)[1]
+        if not any(p.get("name") == name for p in patch.get("plugins") or []):
+            return out
+        mine = next((p for p in out.setdefault("plugins", []) if p.get("name") == name), None)
+        if mine is None:
+            mine = {"name": name}
+            out["plugins"].append(mine)
+        _set_looked_up({"plugins": [mine]}, key, value)
+    else:
+        set_path(out, key, value)
+    return out
 
 
 def _check_lookup_keys(lookup: dict, proto: dict[str, Any], file: str, where: str) -> None:
@@ -349,6 +368,7 @@ def expand_item(
             patch: dict[str, Any] = merge_settings(proto["settings"], grid.get("set") or {})
             quoted = None
             patches: dict[str, Any] = {}
+            looked_up: dict[str, Any] = {}  # axis → its patch with its own look-ups' values
             printed = spec.get("value_labels") or {}  # the item's own names of axis values
             for axis, value in labels.items():
                 label, vpatch = _vocab_entry(proto, axis, value, file, f"{where}.axes.{axis}")
@@ -360,6 +380,10 @@ def expand_item(
                 found, value = _lookup(lookup.get("values") or {}, lookup["by"], labels)
                 if found:
                     _set_looked_up(patch, lookup["key"], value)
+                    if len(lookup["by"]) == 1:  # what the one axis's value sets, for `runs_as`
+                        by = lookup["by"][0]
+                        looked_up[by] = _looked_up_patch(
+                            looked_up.get(by, patches.get(by)), patch, lookup["key"], value)
                 elif not lookup.get("partial", False):
                     missing = ".".join(labels.get(a, "?") for a in lookup["by"])
                     raise ExperimentError(
@@ -391,7 +415,13 @@ def expand_item(
             cell.settings = first
             if not quoted:
                 paper_settings.append(({**patch, "seed": seeds[0]}, first))
-            if is_figure:  # a figure ticks what ran (a table's notes say what the scale did)
+            # axis → the numbers its value ran with where the scale changed them: a figure
+            # ticks them (a table's notes say what the scale did); those its label states
+            # ("IPC=10" ran with 2 images a class), for the scorecard to name what ran
+            cell.runs_as = {
+                axis: text for axis, vpatch in {**patches, **looked_up}.items()
+                if vpatch and (text := label_ran_as(display[axis], vpatch, first)) is not None}
+            if is_figure:
                 cell.ran = {axis: text for axis, vpatch in patches.items()
                             if vpatch and (text := scaled_setting(vpatch, first)) is not None}
             if kind == "settings":

@@ -5,6 +5,7 @@ happen."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -41,3 +42,22 @@ def scaled_setting(patch: Mapping[str, Any], resolved: Mapping[str, Any]) -> str
     changed = [got for _, paper, got in _leaves(patch, resolved)
                if _number(paper) and _number(got) and float(paper) != float(got)]
     return ", ".join(_printed(got) for got in changed) if changed else None
+
+
+def label_ran_as(label: str, patch: Mapping[str, Any], resolved: Mapping[str, Any]) -> str | None:
+    """A printed axis value (a table's label, "IPC=10") as it ran at this scale ("IPC=2"): the
+    numbers of `patch` the scale changed, as they ran in `resolved`, put in place of those the
+    label states; None where the label states none of them or not all (a setting "α=0.1, E=1,
+    K=10" whose rounds the scale cut still ran at α=0.1: the table's note says the rest)."""
+    changed = [(paper, got) for _, paper, got in _leaves(patch, resolved)
+               if _number(paper) and _number(got) and float(paper) != float(got)]
+
+    def stated(number: Any) -> re.Pattern:
+        return re.compile(rf"(?<![\d.]){re.escape(_printed(float(number)))}(?![\d.])")
+
+    if not changed or not all(stated(paper).search(label) for paper, _ in changed):
+        return None
+    out = label
+    for paper, got in dict.fromkeys(changed):
+        out = stated(paper).sub(_printed(float(got)), out)
+    return out

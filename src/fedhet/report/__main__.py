@@ -38,18 +38,31 @@ def settings(configs: list[Path]) -> tuple[str, list[int]]:
     return scale, [int(s) for s in seeds]
 
 
+def verdicts(results: dict) -> str:
+    """The landing text's count of the verdicts, from the CSV beside the report's scorecard
+    (results/<scale>/scorecard.html, or ci/scorecard.html), with a link that opens it."""
+    from fedhet.tables.scorecard import summary_from_csv
+
+    cards = sorted(path for path in results if Path(path).name == "scorecard.html")
+    if not cards:
+        return "<p>This report holds no scorecard.</p>"
+    return summary_from_csv(Path(cards[0]).with_suffix(".csv"), cards[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.report.suffix != ".html":
         raise SystemExit(f"{args.report}: only a single-file .html report can be finished")
     scale, seeds = settings(args.config)
     prov = provenance.collect(Path.cwd(), Path("results") / scale / "runs", scale, seeds)
+    text = args.report.read_text(encoding="utf-8")
     try:
         finished = page.finish(
-            args.report.read_text(encoding="utf-8"),
+            text,
             title=f"fedhet report · scale {scale}",
             css=args.css.read_text(encoding="utf-8"),
             provenance_html=provenance.to_html(prov),
+            verdicts_html=verdicts(page.results_of(text)),
         )
     except page.ReportPageError as err:
         raise SystemExit(f"{args.report}: {err}") from None

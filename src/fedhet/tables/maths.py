@@ -46,6 +46,27 @@ def near_chance(acc: float, chance: float | None) -> bool:
     return acc < chance + NEAR_CHANCE * (100.0 - chance)
 
 
+# Two means tie when they differ by no more than a margin, in the units compared (percentage
+# points of accuracy, rounds): TIE_MARGIN unless a config sets its own (config.yaml →
+# leaderboard.tie_margin, a claim's `margin`); where both cells have SPREAD_SEEDS or more seeds,
+# by their spread instead (the larger of their sample standard deviations over seeds). The
+# leaderboard and the scorecard judge ties alike.
+TIE_MARGIN = 1.0
+SPREAD_SEEDS = 3
+TIE_SLACK = 1e-9  # float rounding, when a difference is compared with its threshold
+
+
+def tie_threshold(margin: float, a_std: float, a_seeds: int, b_std: float,
+                  b_seeds: int) -> float:
+    """Within how much two cells' means tie: the seeds' spread when both have SPREAD_SEEDS
+    or more seeds, else `margin`."""
+    if min(a_seeds, b_seeds) >= SPREAD_SEEDS:
+        spreads = [s for s in (a_std, b_std) if not is_nan(s)]
+        if spreads:
+            return max(spreads)
+    return margin
+
+
 def mean_std(values: Sequence[float], nan_if_any: bool = True) -> tuple[float, float, int]:
     """Mean and sample std over seeds. One NaN (diverged / never reached) makes the mean NaN."""
     vals = [float(v) for v in values]

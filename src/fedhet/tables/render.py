@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,14 @@ NEAR_CHANCE_LEGEND = (
 
 
 GROUP_ROW = re.compile(r"\*\*(.+?)\*\*(.*)")  # a group header row of the markdown table
+
+
+def cell_anchor(row: str, column: str, metric: str) -> str:
+    """The HTML id of a table's cell (a line's row, column and metric), which the scorecard
+    links to: readable, and unique through a digest of the exact labels."""
+    text = f"{row}\x1f{column}\x1f{metric}"
+    slug = re.sub(r"[^0-9A-Za-z]+", "-", f"{row} {column} {metric}").strip("-")[:48]
+    return f"cell-{slug}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
 # what a missing number of ours means, by the line's status
@@ -117,11 +126,15 @@ def gain_cell_text(acc: Mapping[str, Any], gain: Mapping[str, Any] | None,
     return _compared(paper, ours, acc, deltas)
 
 
-def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], deltas: bool = True):
+def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], deltas: bool = True,
+           anchors: list[list[list[str]]] | None = None):
     """The paper-like grid: header + body rows; block headers where rows have a block part;
     cells without their difference from the paper unless `deltas`.
     A `gain` next to an accuracy of the same cell (CCVR's calibrations) is shown inside the
-    accuracy cell, in parentheses, as the paper prints it (the CSV keeps it as its own line)."""
+    accuracy cell, in parentheses, as the paper prints it (the CSV keeps it as its own line).
+    `anchors`, when given, receives per body row the `cell_anchor`s of each of its cells (of
+    the lines it shows: none for labels and group rows, two for an accuracy with its gain)."""
+    record = anchors if anchors is not None else []
     spec = payload["spec"]
     target = TARGET.name
     gains = {(ln["row"], ln["column"]): ln for ln in lines if ln["metric"] == "gain"}
@@ -173,6 +186,7 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], delta
     table_wide = [t for key, t in targets.items() if key not in by_row and key not in shown_blocks]
     if table_wide:  # a target for the whole table (FedImpro Tables 8, 9): a line above the rows
         body.append([_target_line(table_wide), *[""] * (len(header) - 1)])
+        record.append([[] for _ in header])
     current = None
     for row in order:
         name = row
@@ -188,6 +202,7 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], delta
                         f" / ours {fmt(t['our_mean'], target)}, {t['status']})"
                     )
                 body.append([title, *[""] * (len(header) - 1)])
+                record.append([[] for _ in header])
         cells = by_row[row]
         line = [name]
         if row_targets:
@@ -196,18 +211,29 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], delta
                 f"{fmt(t['paper_value'], target)} / {fmt(t['our_mean'], target)}" if t else ""
             )
         texts = []
+        ids: list[list[str]] = [[] for _ in line]
         for h in heads:
             if h not in cells:
                 texts.append("")
+                ids.append([])
             elif (row, h[1]) in gains and h[0] in GAIN_HOSTS:
                 texts.append(gain_cell_text(cells[h], gains[(row, h[1])], deltas))
+                ids.append([_anchor(cells[h]), _anchor(gains[(row, h[1])])])
             else:
                 texts.append(cell_text(cells[h], deltas))
+                ids.append([_anchor(cells[h])])
         body.append(line + texts)
+        record.append(ids)
     if row_targets:
         statuses = sorted({t["status"] for t in targets.values()})
         body.append([f"target: {', '.join(statuses)}", *[""] * (len(header) - 1)])
+        record.append([[] for _ in header])
     return header, body
+
+
+def _anchor(line: Mapping[str, Any]) -> str:
+    """A shown line's `cell_anchor`, by the row it has in the long table."""
+    return cell_anchor(line.get("source_row", line["row"]), line["column"], line["metric"])
 
 
 def _target_line(targets: Sequence[Mapping[str, Any]]) -> str:
@@ -233,9 +259,16 @@ def _block_level_into_first_rows(lines: Sequence[Mapping[str, Any]],
     out = []
     for ln in lines:
         if ln["row"] in first_of and ln["metric"] != target:
-            ln = {**ln, "row": first_of[ln["row"]], "block_level": True}
+            ln = {**ln, "row": first_of[ln["row"]], "block_level": True, "source_row": ln["row"]}
         out.append(ln)
     return out
+
+
+def _td(text: str, ids: Sequence[str]) -> str:
+    """A cell with its anchor (the first id; a gain shown inside it, an empty link's)."""
+    own = f" id='{ids[0]}'" if ids else ""
+    inner = "".join(f"<a id='{i}'></a>" for i in ids[1:])
+    return f"<td{own}>{inner}{html.escape(text)}</td>"
 
 
 SETTINGS_LEGEND = (
@@ -311,7 +344,8 @@ def render_html(
     deltas: bool = True,
 ) -> str:
     """The table as a standalone HTML page (the same grid as the Markdown)."""
-    header, body = layout(lines, payload, deltas)
+    anchors: list[list[list[str]]] = []
+    header, body = layout(lines, payload, deltas, anchors)
     spec = payload["spec"]
     note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
     sources = _quoted_sources(lines)
@@ -329,7 +363,10 @@ def render_html(
         (
             "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-            "td:first-child{text-align:left}</style></head><body>"
+            "td:first-child{text-align:left}"
+            # the cell a scorecard's link opens
+            "td:target,td:has(>a:target){outline:2px solid #b45309;background:#fffbeb}"
+            "</style></head><body>"
         ),
         f"<h3>{html.escape(paper_name(payload['paper']))} {html.escape(spec.get('title', ''))}</h3>",
         (
@@ -342,7 +379,7 @@ def render_html(
         ),
         "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>",
     ]
-    for row in body:
+    for row, ids in zip(body, anchors, strict=True):
         first = row[0]
         group = GROUP_ROW.fullmatch(first)
         if group:  # a group header, markdown "**name** (details)"
@@ -350,6 +387,7 @@ def render_html(
             parts.append(f"<tr><td colspan='{len(header)}'><b>{html.escape(name)}</b>"
                          f"{html.escape(details)}</td></tr>")
             continue
-        parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
+        parts.append("<tr>" + "".join(_td(c, i) for c, i in zip(row, ids, strict=True))
+                     + "</tr>")
     parts.append("</table></body></html>")
     return "\n".join(parts)
