@@ -294,8 +294,10 @@ def dann_on_toy(lam: float, client: int):
     torch.manual_seed(5)
     dann = plugin("dann", SimpleNamespace(num_clients=4), lam=lam, width=8)
     disc = dann.modules(Toy())["discriminator"]
-    ctx = SimpleNamespace(client=client,
+    ctx = SimpleNamespace(client=client, extra={}, params=torch.zeros(1),
+                          hold=lambda name, tensor: tensor,
                           modules=nn.ModuleDict({dann.module_key("discriminator"): disc}))
+    dann.client_begin(ctx)  # as the engine does before a client's steps
     z = torch.randn(6, 6, requires_grad=True)
     out = StepOutput(z, torch.randn(6, 4), torch.zeros(6, dtype=torch.long), torch.zeros(()))
     return dann, disc, ctx, z, out

@@ -81,10 +81,11 @@ def test_full_dag_builds(scale):
 
 def test_slurm_resources_in_the_gpu_rules():
     """Training and calibration ask for the GPUs of one declaration (common.smk: the scale's,
-    or $FEDHET_JOB_GPUS)."""
-    for rules in ("train.smk", "posthoc.smk"):
-        text = (ROOT / "workflow" / "rules" / rules).read_text()
-        assert re.search(r"gpu=job_gpus,", text), rules
+    or $FEDHET_JOB_GPUS); training asks for them as `gres` instead where it is packed for a
+    cluster (job_gpu_resource, job_gres)."""
+    rules = ROOT / "workflow" / "rules"
+    assert re.search(r"gpu=job_gpu_resource,\s+gres=job_gres,", (rules / "train.smk").read_text())
+    assert re.search(r"gpu=job_gpus,", (rules / "posthoc.smk").read_text())
     assert 'return int(RES["gpu"])' in (ROOT / "workflow" / "rules" / "common.smk").read_text()
     for scale in ("demo", "small", "paper"):
         res = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())[
