@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,29 +183,34 @@ def run_cost(run: Mapping[str, Any], sizes: tuple[int, int], throughput: Through
                 gpu_hours=(train_tflop + eval_tflop) / throughput.tflops / 3600)
 
 
+def first_uses(exp: X.Experiment) -> Iterator[tuple[str, str]]:
+    """(paper, run id) of every run the experiment's tables and figures use, each run once,
+    under the first paper that uses it."""
+    seen: set[str] = set()
+    for item in exp.items.values():
+        for rid in item.run_ids():
+            if rid not in seen:
+                seen.add(rid)
+                yield item.paper, rid
+
+
 def scale_cost(exp: X.Experiment, measured: Mapping[str, Throughput] | None = None) -> ScaleCost:
     """The cost of every run of an expanded experiment, per paper and in total; each run at the
     `measured` throughput of its model's shape (`ModelShape.key`), else of its model, else at
     `DEFAULT_THROUGHPUT`."""
     measured = measured or {}
     out = ScaleCost(scale=exp.scale)
-    seen: set[str] = set()
-    for item in exp.items.values():
-        for rid in item.run_ids():
-            if rid in seen:
-                continue
-            seen.add(rid)
-            run = exp.runs[rid]
-            name, shape = run["model"]["name"], run_shape(run).key
-            key = shape if shape in measured else name
-            rate = out.throughput.setdefault(key, measured.get(key, DEFAULT_THROUGHPUT))
-            data = exp.run_dataset[rid]
-            if data not in out.datasets:
-                out.datasets[data] = split_sizes(run["dataset"]["name"],
-                                                 run["dataset"]["options"])
-            cost = run_cost(run, out.datasets[data], rate)
-            out.papers.setdefault(item.paper, Cost()).add(cost)
-            out.total.add(cost)
+    for paper, rid in first_uses(exp):
+        run = exp.runs[rid]
+        name, shape = run["model"]["name"], run_shape(run).key
+        key = shape if shape in measured else name
+        rate = out.throughput.setdefault(key, measured.get(key, DEFAULT_THROUGHPUT))
+        data = exp.run_dataset[rid]
+        if data not in out.datasets:
+            out.datasets[data] = split_sizes(run["dataset"]["name"], run["dataset"]["options"])
+        cost = run_cost(run, out.datasets[data], rate)
+        out.papers.setdefault(paper, Cost()).add(cost)
+        out.total.add(cost)
     return out
 
 

@@ -20,7 +20,13 @@ from pathlib import Path
 import torch
 
 from fedhet import experiments as X
-from fedhet.analysis.scale_cost import DEFAULT_THROUGHPUT, ModelShape, run_cost, run_shape
+from fedhet.analysis.scale_cost import (
+    DEFAULT_THROUGHPUT,
+    ModelShape,
+    first_uses,
+    run_cost,
+    run_shape,
+)
 from fedhet.bench import paper_round
 from fedhet.data import split_sizes
 from fedhet.engine.modes import CPU_MODES, GPU_MODES, Mode
@@ -32,17 +38,12 @@ def scale_shapes(root: str | Path, scales: Iterable[str]) -> dict[ModelShape, fl
     work: dict[ModelShape, float] = {}
     for scale in scales:
         exp = X.load_experiment({"scale": scale}, root)
-        seen: set[str] = set()
-        for item in exp.items.values():
-            for rid in item.run_ids():
-                if rid in seen:
-                    continue
-                seen.add(rid)
-                run = exp.runs[rid]
-                sizes = split_sizes(run["dataset"]["name"], run["dataset"]["options"])
-                shape = run_shape(run)
-                work[shape] = work.get(shape, 0.0) + run_cost(run, sizes,
-                                                             DEFAULT_THROUGHPUT).train_tflop
+        for _, rid in first_uses(exp):
+            run = exp.runs[rid]
+            sizes = split_sizes(run["dataset"]["name"], run["dataset"]["options"])
+            shape = run_shape(run)
+            work[shape] = work.get(shape, 0.0) + run_cost(run, sizes,
+                                                         DEFAULT_THROUGHPUT).train_tflop
     return dict(sorted(work.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
