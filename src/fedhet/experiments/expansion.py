@@ -381,6 +381,7 @@ def expand_item(
                     file, f"{where} cell {labels}", f"{err} (after applying the scale)"
                 ) from None
             cell.settings = first
+            cell.paper_patch = {**patch, "seed": seeds[0]}
             if not quoted:
                 paper_settings.append(({**patch, "seed": seeds[0]}, first))
             if is_figure:  # a figure ticks what ran (a table's notes say what the scale did)
