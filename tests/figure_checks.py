@@ -1,7 +1,8 @@
 """What every paper figure owes a reader, measured by matplotlib after a draw (shared by the
 figure tests): nothing drawn lies outside the figure (a legend, a footnote, a title or a tick
-label would be cut off in the PNG), no legend covers plotted data or another panel, and the
-footnote covers no panel."""
+label would be cut off in the PNG), no legend covers plotted data or another panel, the
+footnote covers no panel, and its smallest text is readable in the report's pane at 1366×768
+(`assert_readable`: at least 9 CSS pixels once the PNG is shrunk to the pane)."""
 
 from __future__ import annotations
 
@@ -147,3 +148,29 @@ def _quote(text: str) -> str:
 
 def _pixels(box: Bbox) -> str:
     return f"x {box.x0:.0f}..{box.x1:.0f}, y {box.y0:.0f}..{box.y1:.0f} px"
+
+
+def assert_readable(fig: Figure, png: bytes | None = None) -> float:
+    """Raise LayoutError when the smallest text of the figure's PNG (`png`, the file its
+    script wrote; else `fig` saved as the workflow saves it) is smaller than
+    `fedhet.figures.save.MIN_CSS_PX` CSS pixels once the report's pane shows it (at most
+    `PANE_PX` wide). Returns that size."""
+    import io
+
+    from fedhet.figures.save import MIN_CSS_PX, PANE_PX, readability, save_figure, \
+        smallest_css_px
+
+    if png is None:
+        buffer = io.BytesIO()
+        save_figure(fig, buffer)
+        png = buffer.getvalue()
+    size = smallest_css_px(png)
+    info = readability(png)
+    if size is None:
+        raise LayoutError("the PNG does not say its smallest font size and dpi")
+    if size < MIN_CSS_PX - 0.05:
+        raise LayoutError(
+            f"its smallest text ({info['font_pt']:g} pt at {info['dpi']:g} dpi in a PNG "
+            f"{info['width']} px wide) is {size:.1f} CSS px in the report's {PANE_PX} px pane, "
+            f"less than {MIN_CSS_PX:g}")
+    return size

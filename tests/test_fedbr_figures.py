@@ -18,6 +18,7 @@ from matplotlib.container import BarContainer  # noqa: E402
 
 from fedhet.analysis.bias import local_model  # noqa: E402
 from fedhet.cli import main as fedhet_main  # noqa: E402
+from fedhet.figures.save import notes_of  # noqa: E402
 from fedhet.saved import open_run  # noqa: E402
 from fedhet.train import train  # noqa: E402
 from figure_checks import assert_legible  # noqa: E402
@@ -61,7 +62,7 @@ def test_bars_show_the_final_metric_per_group_and_list_pending_cells(tmp_path):
     assert fedbr[0].get_x() < 0.5  # in the CIFAR-10 group; its CIFAR-100 slot stays empty
     assert [t.get_text() for t in ax.get_xticklabels()] == ["CIFAR-10", "CIFAR-100"]
     assert {"55.0", "40.0", "70.0"} <= {t.get_text() for t in ax.texts}
-    footnote = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    footnote = " ".join(notes_of(fig)).replace("\n", " ")
     assert "demo stand-ins" in footnote and "a note of the figure" in footnote
     assert f"CIFAR-100 · FedBR ({PENDING})" in footnote
     assert_legible(fig)  # the legend sits beside the axes, over no bar

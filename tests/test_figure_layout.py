@@ -25,7 +25,8 @@ from fedhet.figures.footnote import add_footnote  # noqa: E402
 from fedhet.figures.kinds import FIGURE_KINDS  # noqa: E402
 from fedhet.virtual.cli import client_tsne_figure  # noqa: E402
 from fedhet.virtual.grid import virtual_grid_figure  # noqa: E402
-from figure_checks import LayoutError, assert_legible  # noqa: E402
+from fedhet.figures.save import notes_of  # noqa: E402
+from figure_checks import LayoutError, assert_legible, assert_readable  # noqa: E402
 from test_fedbr_figures import bars_payload  # noqa: E402
 from test_fedlgd_figures import footnote, sm_of, sweep_payload, write_finals  # noqa: E402
 from test_figures import load_script  # noqa: E402
@@ -55,8 +56,8 @@ def test_the_check_passes_a_legend_beside_the_panel_and_a_footnote():
 
 
 def footnote_off_the_canvas(fig, ax) -> None:
-    add_footnote(fig, [NOTE], 6.4)
-    fig.texts[-1].set_position((0.01, -0.05))
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.text(0.01, -0.05, textwrap.fill(NOTE, 130), fontsize=6, va="bottom")
 
 
 def footnote_on_one_long_line(fig, ax) -> None:
@@ -480,8 +481,10 @@ def test_every_figure_kind_is_checked():
 @pytest.mark.parametrize("case", sorted(FIGURES))
 def test_the_figure_is_legible(case, tmp_path, monkeypatch):
     fig = FIGURES[case][1](tmp_path, monkeypatch)
-    assert fig.texts, "no footnote"
+    assert notes_of(fig), "no notes for the figure's caption"
     assert_legible(fig)
+    written = tmp_path / "fig.png"  # what the kind's script wrote, where it writes one
+    assert_readable(fig, written.read_bytes() if written.exists() else None)
 
 
 # -- what the fixed figures show ----------------------------------------------------------
@@ -545,3 +548,56 @@ def test_virtual_grid_carries_the_footnote_the_workflow_passes(tmp_path, monkeyp
     assert (tmp_path / "fig.png").read_bytes()[:4] == b"\x89PNG"
     text = footnote(drawn[0])
     assert NOTE in text and SCALE_NOTE in text
+
+
+# -- readable in the report's pane (1366×768) -------------------------------------------------
+
+def test_the_readability_check_fails_on_small_text_in_a_wide_figure():
+    """Four panels in a row, 15 inches wide with 7-point legends: shrunk to the report's pane,
+    their text is some 5 CSS pixels tall."""
+    fig, axes = plt.subplots(1, 4, figsize=(15.2, 4.2))
+    for ax in axes:
+        crossing_lines(ax)
+        ax.tick_params(labelsize=7)
+    axes[-1].legend(fontsize=7)
+    with pytest.raises(LayoutError, match="CSS px in the report's"):
+        assert_readable(fig)
+    plt.close(fig)
+
+
+def test_the_layout_raises_small_text_of_a_wide_figure_to_a_readable_size():
+    from fedhet.figures.save import font_floor, smallest_font
+
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 3.0))
+    for ax in axes:
+        crossing_lines(ax)
+        ax.legend(fontsize=5, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    add_footnote(fig, ["scale demo: a note"], 11.0, 3.0)
+    assert smallest_font(fig) >= font_floor(11.0) > 5
+    assert_readable(fig)
+    plt.close(fig)
+
+
+def test_a_figure_carries_its_notes_font_size_and_dpi_in_its_png(tmp_path):
+    from fedhet.figures.save import readability, save_figure
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    crossing_lines(ax)
+    add_footnote(fig, [NOTE, "", "σ_ε = 0 is Table 1's run."], 6.4, 4.2)
+    assert not [t for t in fig.texts if "scale demo" in t.get_text()]  # not in the image
+    save_figure(fig, tmp_path / "f.png")
+    info = readability((tmp_path / "f.png").read_bytes())
+    assert info["notes"] == [NOTE, "σ_ε = 0 is Table 1's run."]
+    assert info["dpi"] == 150 and info["width"] == 960 and info["font_pt"] > 5
+    plt.close(fig)
+
+
+def test_symbols_with_subscripts_print_as_such():
+    from fedhet.printed import subscripts_html, subscripts_mathtext
+
+    assert subscripts_mathtext("F_1 softmax (%)") == "$F_{1}$ softmax (%)"
+    assert subscripts_mathtext("noise σ_ε") == r"noise $\sigma_{\epsilon}$"
+    assert subscripts_html("M_c = 100") == "M<sub>c</sub> = 100"
+    for keep in ("results/demo/run_1", "top5_acc", "last_acc"):
+        assert subscripts_mathtext(keep) == keep and subscripts_html(keep) == keep
+    assert subscripts_mathtext("$F_1$ and F_g") == "$F_1$ and F_g"  # mathtext already

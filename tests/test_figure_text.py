@@ -172,14 +172,14 @@ def test_the_virtual_data_grid_says_how_many_images_it_shows(tmp_path, monkeypat
     fig = plt.gcf()
     assert "The first 2 images of each class (the runs hold 2 per class at this scale, not 4)" \
         in footnote(fig)
-    assert " ".join(fig._suptitle.get_text().split()).endswith("(DIGITS · IPC=10 · FedLGD)")
+    assert " ".join(fig._suptitle.get_text().split()).endswith("(DIGITS, IPC=10, FedLGD)")
     assert fig.axes[0].get_images()[0].get_array().shape[1] == 2 * 9  # two columns of images
 
 
 def test_runs_label_lists_the_grid_axes_only():
     spec = {"grids": [{"axes": {"data": ["digits"], "method": ["fedavg"]}}]}
     display = {"data": "DIGITS", "arch": "ConvNet", "method": "FedAvg", "client": "Average"}
-    assert runs_label({"display": display}, spec) == "DIGITS · FedAvg"
+    assert runs_label({"display": display}, spec) == "DIGITS, FedAvg"
 
 
 def test_domains_print_as_the_papers_write_them(tmp_path, monkeypatch):

@@ -13,6 +13,14 @@ its information) and collects what a reader would meet:
   or a sidebar label whose box reaches outside its window or frame, or whose text overflows its
   box. (Text inside the figures' PNGs is checked where they are drawn, by matplotlib:
   tests/figure_checks.py, for every figure kind.)
+- figure text smaller than 9 CSS pixels once the image is scaled to the pane: the figure's
+  smallest font size in points (its PNG says, with its dpi: fedhet.figures.save) × dpi / 72 ×
+  the displayed width / the natural width;
+- a table wider than its pane (the frame it is shown in);
+- an internal key a reader should never meet in the sidebar (its labels, breadcrumbs and
+  information panels) or the titles: the sort keys that order the sidebar ("1t02 · ",
+  "figd02 · ", "0 · "), "Item x1", a job's params ("payload=", "comparable=");
+- the sidebar's header not naming the report, or the workflow diagram drawing a rule twice.
 
 and follows the scorecard's links: the landing view's verdict summary (each verdict counted, in
 colour) and its link to the scorecard, the scorecard's own summary (the same counts), and a pair's
@@ -25,12 +33,15 @@ folder for screenshots of every view."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+
+from fedhet.figures.save import MIN_CSS_PX, css_px, readability
 
 pytestmark = pytest.mark.repo_state  # the report the workflow built
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +64,10 @@ def chromium() -> str | None:
     return os.environ.get("FEDHET_CHROMIUM") or shutil.which("chromium") or shutil.which(
         "chromium-browser")
 
+
+# what a reader must not meet in the sidebar or a title: the sidebar's sort keys at the start of
+# a label or line ("1t02 · ", "figd02 · ", "0 · "), a config's item id, a job's params
+INTERNAL_KEY = re.compile(r"(?m)^\s*[0-9a-z]+ · |\bItem [a-z]+\d|payload=|comparable=")
 
 # --------------------------------------------------------------------------- checks in the page
 
@@ -120,6 +135,29 @@ FRAME_TEXT = """() => {
   return out;
 }""" % (SLACK, SLACK, SLACK)
 
+# in a frame: each table's width against the frame's (its pane), and the titles
+FRAME_TABLES = """() => {
+  const w = document.documentElement.clientWidth;
+  const wide = [];
+  for (const t of document.querySelectorAll('table')) {
+    const r = t.getBoundingClientRect();
+    if (r.right > w + %d || r.left < -%d)
+      wide.push(`a table spans x ${Math.round(r.left)}..${Math.round(r.right)} of ${w}`);
+  }
+  const titles = Array.from(document.querySelectorAll('h1, h2, h3, h4, title'))
+                      .map((h) => h.textContent);
+  return {wide, titles};
+}""" % (SLACK, SLACK)
+
+# a figure as shown: its PNG (the result's data) and its displayed and natural widths
+FIGURE_SHOWN = """() => {
+  const img = %s.querySelector('img');
+  const r = results[app.state.resultPath];
+  if (!img || !r) return null;
+  return {uri: r.data_uri, shown: img.getBoundingClientRect().width,
+          natural: img.naturalWidth};
+}""" % PANE
+
 IMAGE = """async () => {
   const img = %s.querySelector('img');
   if (!img) return {error: 'no image shown'};
@@ -158,7 +196,9 @@ class Walk:
         self.page = page
         self.shots = shots
         self.problems: dict[str, list[str]] = {k: [] for k in (
-            "console", "image", "landing", "figure top", "sidebar", "clipped")}
+            "console", "image", "landing", "figure top", "sidebar", "clipped", "figure text",
+            "table width", "internal key")}
+        self.smallest: dict[str, float] = {}  # figure → its smallest text, CSS pixels
         self.views = 0
         self.figures = 0
         self.frames = 0
@@ -181,7 +221,13 @@ class Walk:
         self.page.evaluate(f"() => app.setView({view})")
         self.settle()
 
+    def check_keys(self, where: str, text: str, what: str) -> None:
+        for line in text.splitlines():
+            if INTERNAL_KEY.search(line):
+                self.note("internal key", where, f"{what}: {line.strip()[:100]!r}")
+
     def check_sidebar(self, where: str) -> None:
+        self.check_keys(where, self.page.locator("#app nav").first.inner_text(), "sidebar")
         side = self.page.evaluate(SIDEBAR)
         if side["width"] > side["window"] / 3 + SLACK:
             self.note("sidebar", where, f"sidebar {side['width']:.0f}px wide, more than a third "
@@ -302,6 +348,7 @@ class Walk:
             if "error" in image:
                 self.note("image", where, image["error"])
             self.check_reach(where, "img", "figure top")
+            self.figure_text(where)
             self.shot(where)
         elif kind in ("html", "pdf"):
             self.frames += 1
@@ -309,7 +356,30 @@ class Walk:
             frame.wait_for_load_state()
             for problem in frame.evaluate(FRAME_TEXT):
                 self.note("clipped", where, problem)
+            tables = frame.evaluate(FRAME_TABLES)
+            for problem in tables["wide"]:
+                self.note("table width", where, problem)
+            for title in tables["titles"]:
+                self.check_keys(where, title, "title")
             self.shot(where)
+
+    def figure_text(self, where: str) -> None:
+        """The figure's smallest text as the pane shows it, from what its PNG says."""
+        shown = self.page.evaluate(FIGURE_SHOWN)
+        if shown is None or ";base64," not in (shown["uri"] or ""):
+            self.note("figure text", where, "no figure data to read its font size from")
+            return
+        info = readability(base64.b64decode(shown["uri"].split(",", 1)[1]))
+        if info["font_pt"] is None or info["dpi"] is None:
+            self.note("figure text", where, "its PNG does not say its smallest font size and "
+                                            "dpi (fedhet.figures.save)")
+            return
+        size = css_px(info["font_pt"], info["dpi"], shown["natural"], shown["shown"])
+        self.smallest[where] = size
+        if size < MIN_CSS_PX - 0.05:
+            self.note("figure text", where,
+                      f"{info['font_pt']:g} pt at {info['dpi']:g} dpi, shown "
+                      f"{shown['shown']:.0f} of {shown['natural']} px: {size:.1f} CSS px")
 
 
 @pytest.fixture(scope="module")
@@ -339,6 +409,9 @@ def walk(tmp_path_factory):
             w.title = page.title()
             w.sidebar_entries = [" ".join(s.split()) for s in
                                  page.locator("#app nav ul a span").all_inner_texts()]
+            w.header = " ".join(page.locator("#app nav > h1").first.inner_text().split())
+            w.rules = page.evaluate(
+                "() => rulegraph_spec.data[0].values.map((n) => n.rule)")
             w.landing()
             w.general()
             w.results()
@@ -413,3 +486,23 @@ def test_a_pair_of_the_scorecard_opens_its_tables_cell(walk):
     pair = walk.links["pair"]
     assert walk.links["table"] == ["html", pair["result"], pair["anchor"]], walk.links
     assert walk.links["target"] and walk.links["target"][0] == pair["anchor"], walk.links
+
+
+def test_no_figure_text_is_smaller_than_9_css_pixels_in_its_pane(walk):
+    assert walk.smallest, "no figure's text was measured"
+    assert not walk.problems["figure text"], problems(walk, "figure text")
+
+
+def test_no_table_is_wider_than_its_pane(walk):
+    assert not walk.problems["table width"], problems(walk, "table width")
+
+
+def test_the_sidebar_and_the_titles_name_no_internal_key(walk):
+    assert not walk.problems["internal key"], problems(walk, "internal key")
+    assert not [e for e in walk.sidebar_entries if INTERNAL_KEY.search(e)], walk.sidebar_entries
+
+
+def test_the_sidebar_names_the_report_and_the_diagram_draws_each_rule_once(walk):
+    assert "Snakemake" not in walk.header and re.search(r"fedhet.*scale \w+", walk.header), \
+        walk.header
+    assert walk.rules and len(walk.rules) == len(set(walk.rules)), walk.rules

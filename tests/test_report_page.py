@@ -198,7 +198,177 @@ def test_the_scorecard_page_names_papers_explains_pairs_and_says_the_scale_once(
 
 
 def test_the_scorecard_comes_first_in_the_sidebar():
-    # the report sorts its sidebar entries as text (JavaScript's localeCompare: digits first)
+    # the entries' sort keys put the scorecard first; the finished page keeps that order and
+    # shows the entries without their keys
     entries = [papers.report_category(p) for p in papers.PAPERS] + [papers.SCORECARD_CATEGORY]
     assert sorted(entries)[0] == papers.SCORECARD_CATEGORY
-    assert all(e[0].isdigit() for e in entries)
+    assert all(papers.split_sort_key(e)[0] is not None for e in entries)
+    assert papers.split_sort_key(papers.SCORECARD_CATEGORY) == ("0", "Scorecard")
+
+
+# --------------------------------------------------------------------------- the page's data
+
+TABLE = "results/demo/tables/vhl/{}.html"
+FIGURE = "results/demo/figures/vhl/{}.png"
+
+
+def png_with_notes(notes: list[str]) -> str:
+    """A figure's data URI as the workflow saves it (fedhet.figures.save)."""
+    import base64
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedhet.figures.save import save_figure, set_notes
+
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([0, 1], [0, 1])
+    set_notes(fig, notes)
+    buffer = io.BytesIO()
+    save_figure(fig, buffer, dpi=40)
+    plt.close(fig)
+    return ("data:image/png;charset=utf8;filename=fig2.png;base64,"
+            + base64.b64encode(buffer.getvalue()).decode())
+
+
+def result(label: str, mime: str = "text/html", uri: str = "data:text/html;base64,") -> dict:
+    kind = "figure" if mime == "image/png" else "table"
+    return {"name": "x", "filename": "x", "labels": {kind: label}, "size": "1 KB",
+            "caption": "<p>What it shows, with F_1.</p>", "mime_type": mime,
+            "job_properties": {"rule": kind, "wildcards": "scale=demo, paper=vhl",
+                               "params": "payload=config/papers/vhl.yaml: t1, 34 cells, "
+                                         "comparable=False"},
+            "data_uri": uri}
+
+
+def report_data() -> tuple[dict, dict, dict]:
+    """categories, results and rule graph as Snakemake writes them: sorted as text by its
+    template, they put the appendix before Table 1 and the figures before the tables."""
+    labels = {TABLE.format("t10"): papers.item_label("t10", "Table 10: samples"),
+              TABLE.format("t2"): papers.item_label("t2", "Table 2: FMNIST"),
+              TABLE.format("a1"): papers.item_label("a1", "Appendix: PACS"),
+              TABLE.format("x1"): papers.item_label("x1", "Extra: code readings")}
+    results = {path: result(label) for path, label in labels.items()}
+    results[FIGURE.format("fig2")] = result(papers.item_label("fig2", "Figure 2: t-SNE"),
+                                            "image/png", png_with_notes(["Stand-in: digits."]))
+    results["results/demo/scorecard.html"] = result("the claims")
+    categories = {
+        papers.report_category("fedbr"): {papers.FIGURES_SUBCATEGORY: [FIGURE.format("fig2")],
+                                          papers.TABLES_SUBCATEGORY: list(labels)},
+        papers.report_category("vhl"): {papers.TABLES_SUBCATEGORY: [TABLE.format("t2")]},
+        papers.SCORECARD_CATEGORY: {"Other": ["results/demo/scorecard.html"]},
+    }
+    nodes = [{"rule": r, "fx": 10, "fy": 50 * i}
+             for i, r in enumerate(["prepare_data", "train", "table", "train", "figure"])]
+    links = [{"source": s, "target": t, "sourcerule": nodes[s]["rule"],
+              "targetrule": nodes[t]["rule"], "value": 1} for s, t in ((0, 1), (1, 2), (0, 3),
+                                                                       (3, 4))]
+    graph = {"data": [{"name": "node-data", "values": nodes},
+                      {"name": "link-data", "values": links[1:]},
+                      {"name": "link-data-direct", "values": links[:1]}]}
+    return categories, results, graph
+
+
+def full_page(description: str) -> str:
+    """A report page with the report's data and its app's start (index.html.jinja2)."""
+    categories, results, graph = report_data()
+    page = snakemake_page(description)
+    page = page.replace("var results = {};", f"var results = {json.dumps(results)};")
+    extra = (f'<script id="categories">\n    var categories = {json.dumps(categories)};\n'
+             f'    </script>\n<script id="rulegraph">\n    var rulegraph_spec = '
+             f'{json.dumps(graph)};\n    </script>\n<script>class Menu {{}}</script>\n'
+             "<script>'use strict';\nlet app;\nconst root = ReactDOM.createRoot("
+             "document.querySelector('#app'));\nroot.render(e(App));</script>\n")
+    return page.replace("</body>", extra + "</body>")
+
+
+def finished_data(page: str) -> tuple[dict, dict, dict]:
+    return tuple(page_variable(page, name) for name in ("categories", "results", "rulegraph"))
+
+
+def page_variable(page: str, script_id: str):
+    start = page.index(f'<script id="{script_id}">')
+    return json.loads(re.compile(r"^\s*var \w+ = (.*);$", re.M).search(page, start).group(1))
+
+
+JS = (ROOT / "reports" / "report.js").read_text()
+
+
+def test_the_sidebar_follows_the_papers_and_shows_no_sort_key():
+    finished = page.finish(full_page(landing_html()), title="t", css=CSS,
+                           provenance_html="<p>p</p>", script=JS)
+    categories, results, _ = finished_data(finished)
+    assert list(categories) == ["Scorecard", "VHL", "FedBR"]
+    assert list(categories["FedBR"]) == ["Tables", "Figures"]
+    titles = [results[p]["labels"]["table"] for p in categories["FedBR"]["Tables"]]
+    assert titles == ["Table 2: FMNIST", "Table 10: samples", "Appendix: PACS",
+                      "Extra: code readings"]
+    shown = json.dumps([categories, [r["labels"] for r in results.values()]])
+    for key in ("1 · ", "0 · ", "1t02", "3a01", "1fig02", "t01 ·", "a01 ·"):
+        assert key not in shown, key
+
+
+def test_a_results_information_names_no_internal_key():
+    finished = page.finish(full_page(landing_html()), title="t", css=CSS,
+                           provenance_html="<p>p</p>", script=JS)
+    _, results, _ = finished_data(finished)
+    for r in results.values():
+        assert r["job_properties"]["params"] == r["job_properties"]["wildcards"] == ""
+        assert "F<sub>1</sub>" in r["caption"]
+    assert "payload=" not in finished and "comparable=" not in finished
+
+
+def test_a_figures_caption_ends_with_the_notes_its_png_carries():
+    finished = page.finish(full_page(landing_html()), title="t", css=CSS,
+                           provenance_html="<p>p</p>", script=JS)
+    _, results, _ = finished_data(finished)
+    caption = results[FIGURE.format("fig2")]["caption"]
+    assert caption.startswith("<p>What it shows") and caption.endswith(
+        f'<div class="{page.NOTES_CLASS}"><p>Stand-in: digits.</p></div>')
+    assert page.NOTES_CLASS not in results[TABLE.format("t2")]["caption"]
+
+
+def test_the_workflow_diagram_draws_each_rule_once_in_columns():
+    finished = page.finish(full_page(landing_html()), title="t", css=CSS,
+                           provenance_html="<p>p</p>", script=JS)
+    graph = page_variable(finished, "rulegraph")
+    nodes = {n["rule"]: n for n in graph["data"][0]["values"]}
+    assert sorted(nodes) == ["figure", "prepare_data", "table", "train"]  # train once
+    assert nodes["prepare_data"]["x"] < nodes["train"]["x"] < nodes["table"]["x"]
+    assert nodes["table"]["x"] == nodes["figure"]["x"]  # one column: both read the runs
+    assert graph["width"] <= 880  # the landing pane's width at 1366×768
+    links = {(ln["sourcerule"], ln["targetrule"]) for ln in graph["data"][1]["values"]}
+    assert links == {("prepare_data", "train"), ("train", "table"), ("train", "figure")}
+
+
+def test_the_script_runs_before_the_app_and_finishing_stays_idempotent():
+    once = page.finish(full_page(landing_html()), title="t", css=CSS,
+                       provenance_html="<p>p</p>", script=JS)
+    script = once.index(f'<script id="{page.SCRIPT_ID}">')
+    assert script < once.index(page.APP_START) and script > once.index("class Menu")
+    assert once.count(f'<script id="{page.SCRIPT_ID}">') == 1
+    assert page.finish(once, title="t", css=CSS, provenance_html="<p>p</p>", script=JS) == once
+    assert "document.title" in JS  # the sidebar's header names the report
+
+
+@pytest.mark.parametrize("caption", ["figure", "table", "leaderboard_table"])
+def test_a_title_with_rst_markup_characters_renders_as_written(caption):
+    """FedLGD Fig. 3b's title holds |τ|, which reStructuredText reads as a substitution: the
+    caption must print it, not a docutils error."""
+
+    class Params:
+        payload = {"spec": {"title": "Figure 3b: distillation rounds |τ| *per* round"},
+                   "paper_name": "FedLGD"}
+        caption = "What it shows."
+
+    class Snakemake:
+        config = {"scale": "demo", "scale_comparable": False}
+        params = Params
+        wildcards = type("W", (), {"challenger": "mine", "paper": "fedlgd", "table": "t1"})
+
+    text = Environment().from_string((ROOT / "reports" / f"{caption}.rst").read_text())
+    html = publish_parts(text.render(snakemake=Snakemake), writer="html")["html_body"]
+    assert "distillation rounds |τ| *per* round" in html and "problematic" not in html

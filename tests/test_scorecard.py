@@ -341,8 +341,9 @@ def test_the_landing_text_counts_the_verdicts_in_colour_and_links_the_scorecard(
     # finished into the landing text's placeholder, with the script that opens the link
     text = ('<h1>t</h1><div class="fedhet-provenance docutils container">x</div>'
             '<div class="fedhet-verdicts docutils container"><p>later</p></div>')
+    # a library's `var results` first, not the report's
     report = ("<html><head><title>Snakemake Report</title></head><body><script>\n"
-              "var results = new Array(3);\n</script>\n<script>\n"  # a library's, not it
+              "var results = new Array(3);\n</script>\n<script id=\"workflow-desc\">\n"
               f"    var workflow_desc = {json.dumps(text)};\n</script>\n<script id=\"results\">\n"
               f"    var results = {json.dumps(results)};\n    </script></body></html>")
     assert page.results_of(report) == results

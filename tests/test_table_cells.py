@@ -136,3 +136,15 @@ def test_the_near_chance_mark_is_decided_per_cell(demo):
     fedavg = next(r for r in md.splitlines() if r.startswith("| ConvNet"))
     assert "/ 9.7 †" in fedavg and "/ 60.0 (" in fedavg
     assert "/ 40.9 (" in fedavg  # the Average of the five: not near chance
+
+
+def test_a_target_per_row_is_explained_under_the_legend_not_as_a_row(demo):
+    item = demo.items["fedimpro_t2"]
+    res = results(item, lambda labels: {"best_acc": 0.6, "last_acc": 0.5,
+                                        "top5_mean_acc": 0.5})
+    lines = T.compute_table(item.payload(), res, "demo")
+    header, body = T.layout(lines, item.payload())
+    assert not [row for row in body if row[0].startswith("target")]
+    md, html = rendered(lines, item.payload())
+    assert "target ACC (%): the accuracy a run must reach, paper / ours (ours is the best " \
+           "accuracy of the table's reference" in md

@@ -95,24 +95,35 @@ def test_slurm_resources_in_the_gpu_rules():
 
 
 def test_report_sidebar_lists_papers_and_items_in_their_order():
-    """The report sorts its categories and rows as text: the papers' numbers and the padded
-    ids keep the papers in order and each paper's items (Table 2 before Table 10)."""
+    """The entries' sort keys (which `python -m fedhet.report` orders the sidebar by, then takes
+    off) keep the papers in order and each paper's items: its tables (Table 2 before Table 10,
+    the main tables before a figure's numbers, the appendix and the extras), then its figures
+    (the main ones before the appendix's)."""
     from fedhet import papers
     from fedhet.experiments import load_experiment
 
     categories = [papers.report_category(p) for p in papers.PAPERS]
     assert categories == sorted(categories)
     assert categories[2] == "3 · FedImpro"
+    assert sorted([papers.TABLES_SUBCATEGORY, papers.FIGURES_SUBCATEGORY])[0] == \
+        papers.TABLES_SUBCATEGORY
     exp = load_experiment(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), ROOT)
     vhl_tables = {i.id: papers.item_label(i.id, i.spec["title"])
                   for i in exp.items_of("vhl") if not i.is_figure}
-    assert vhl_tables["t2"] == "t02 · Table 2: FMNIST, four FL settings"
+    assert vhl_tables["t2"] == "1t02 · Table 2: FMNIST, four FL settings"
+    assert papers.split_sort_key(vhl_tables["t2"]) == ("1t02", "Table 2: FMNIST, four FL settings")
     numbered = sorted((int(i[1:]), label) for i, label in vhl_tables.items())
     assert sorted(vhl_tables.values()) == [label for _, label in numbered]
-    figures = [papers.item_label(i, "") for i in ("fig2", "fig3a", "fig3b", "fig7", "fig18a")]
-    assert sorted(figures) == figures
+    ids = ["t1", "t2", "t10", "tf1", "a1", "x1"]
+    assert sorted(ids, key=papers.item_sort_key) == ids
+    figures = ["fig2", "fig3a", "fig3b", "fig7", "fig18a", "figd2", "figd3", "figtin"]
+    assert sorted(figures, key=papers.item_sort_key) == figures
     # Snakemake expands {wildcards} in labels: no title may contain braces
     assert not any("{" in i.spec.get("title", "") for i in exp.items.values())
+    # what a reader sees names no internal key
+    for item in exp.items.values():
+        title = item.spec.get("title", "")
+        assert not title.startswith("Item ") and "_" not in title, (item.target, title)
 
 
 def test_report_job_parameters_name_the_payload_not_its_content():

@@ -4,6 +4,7 @@ A name not listed here is printed as it is."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -108,3 +109,30 @@ def join_labels(labels: Iterable[str]) -> str:
     if any("," in label for label in labels):
         labels = [f"({label})" for label in labels]
     return ", ".join(labels)
+
+
+# A symbol with a subscript as the configs write it (F_1, M_c, σ_ε): one Latin or Greek letter,
+# "_", then one or two letters or digits, not inside a longer word or a path.
+SUBSCRIPT = re.compile(r"(?<![\w/.])([A-Za-zα-ωΑ-Ω])_([A-Za-z0-9α-ω]{1,2})(?![\w/])")
+# Greek letters as matplotlib's mathtext names them
+MATH_GREEK = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "ε": r"\epsilon",
+              "λ": r"\lambda", "μ": r"\mu", "σ": r"\sigma", "τ": r"\tau"}
+
+
+def subscripts_html(text: str) -> str:
+    """HTML `text` with each symbol's subscript set as one (F_1 → F<sub>1</sub>)."""
+    return SUBSCRIPT.sub(r"\1<sub>\2</sub>", text)
+
+
+def subscripts_mathtext(text: str) -> str:
+    """`text` with each symbol's subscript set as one in matplotlib's mathtext (F_1 → $F_1$);
+    text that already holds mathtext ($) is left as it is."""
+    if "$" in text:
+        return text
+
+    def math(match: re.Match[str]) -> str:
+        base = MATH_GREEK.get(match.group(1), match.group(1))
+        sub = "".join(MATH_GREEK.get(c, c) for c in match.group(2))
+        return f"${base}_{{{sub}}}$"
+
+    return SUBSCRIPT.sub(math, text)

@@ -593,13 +593,17 @@ def rounds_terms(rounds):
 config["scale_note"] = scenario_note()
 config["scale_warning"] = " ".join(str(EXP.scale_config["warning"]).split())
 # whether a difference from a paper's number means something at this scale: the tables print it
-# in their cells only then (their CSVs always keep it)
+# in their cells only then (their CSVs always keep it), and the report's texts say which
 COMPARABLE = bool(EXP.scale_config.get("comparable", True))
+config["scale_comparable"] = COMPARABLE
 
 
 def item_note(kind):
     """Params function: what a table's or figure's own runs changed from the paper at this
-    scale, in words (the first line of its note; fedhet.experiments.scale_notes)."""
+    scale, in words (fedhet.experiments.scale_notes): a figure's as one paragraph (the first of
+    its notes), a table's a sentence per part (its page folds the methods' settings)."""
+    if kind == "table":
+        return lambda wildcards: item_of(wildcards, kind).scale_change_parts
     return lambda wildcards: item_of(wildcards, kind).scale_changes
 
 

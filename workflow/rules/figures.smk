@@ -12,7 +12,7 @@ rule figure:
             "results/{scale}/figures/{paper}/{figure}.png",
             caption="../../reports/figure.rst",
             category=report_category,
-            subcategory="Figures",
+            subcategory=papers.FIGURES_SUBCATEGORY,
             labels=report_labels,
         ),
     log:
@@ -36,7 +36,7 @@ rule analysis_figure:
             "results/{scale}/figures/{paper}/{figure}.png",
             caption="../../reports/figure.rst",
             category=report_category,
-            subcategory="Figures",
+            subcategory=papers.FIGURES_SUBCATEGORY,
             labels=report_labels,
         ),
     log:

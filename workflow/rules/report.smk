@@ -1,7 +1,8 @@
 # The HTML report (reports/<scale>/report.html): built by Snakemake's own report generator from
 # every result of rule `results`, then finished by `python -m fedhet.report` (the tab's title, the
-# layout fixes of reports/report.css, the provenance of the build). As a rule it reruns whenever
-# a table, figure, caption or the stylesheet changes.
+# layout fixes of reports/report.css and reports/report.js, the provenance of the build, the
+# sidebar in the papers' order, the figures' notes in their captions). As a rule it reruns
+# whenever a table, figure, caption, the stylesheet or the script changes.
 
 
 rule report:
@@ -17,6 +18,7 @@ rule report:
             ),
         ),
         css="reports/report.css",
+        js="reports/report.js",
     output:
         "reports/{scale}/report.html",
     log:
@@ -31,4 +33,4 @@ rule report:
         "(echo {params.config:q} > {params.config_file} && snakemake results"
         " --report {output} --nolock --configfile {params.config_file}"
         " && python -m fedhet.report {output} --config {params.config_file}"
-        " --css {input.css}) > {log} 2>&1"
+        " --css {input.css} --js {input.js}) > {log} 2>&1"

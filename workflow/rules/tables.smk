@@ -12,7 +12,7 @@ rule table:
             "results/{scale}/tables/{paper}/{table}.html",
             caption="../../reports/table.rst",
             category=report_category,
-            subcategory="Tables",
+            subcategory=papers.TABLES_SUBCATEGORY,
             labels=report_labels,
         ),
     log:

@@ -23,8 +23,10 @@ def main(sm) -> None:
     lines = T.compute_table(payload, results, scale)
     T.write_csv(lines, sm.output.csv)
     deltas = sm.params.comparable  # the scale's: a difference from the paper means something
-    Path(sm.output.md).write_text(T.render_markdown(lines, payload, scale, sm.params.note, deltas))
-    Path(sm.output.html).write_text(T.render_html(lines, payload, scale, sm.params.note, deltas))
+    alike = T.alike_runs({k: r for k, r in results.items() if "/" not in k})  # runs, not calibrations
+    note = sm.params.note
+    Path(sm.output.md).write_text(T.render_markdown(lines, payload, scale, note, deltas, alike))
+    Path(sm.output.html).write_text(T.render_html(lines, payload, scale, note, deltas, alike))
     done = sum(1 for ln in lines if ln["status"] == T.OK)
     pending = sum(1 for ln in lines if ln["status"] == T.PENDING)
     quoted = sum(1 for ln in lines if ln["status"] == T.QUOTED)

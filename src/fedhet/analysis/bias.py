@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from fedhet.saved import SavedRun
 
 SETS = ("F_g(X1)", "F_1(X1)", "F_1(X2)")
+# how the figure writes them
+SET_NAMES = {"F_g(X1)": "$F_g(X_1)$", "F_1(X1)": "$F_1(X_1)$", "F_1(X2)": "$F_1(X_2)$"}
 
 
 def local_model(saved: SavedRun, classes: int, steps: int, seed: int) -> nn.Module:
@@ -125,7 +127,7 @@ def local_bias(saved: SavedRun, local_steps: int = 250, samples: int = 600,
 
 def bias_figure(result: dict[str, Any], title: str = "", notes: Sequence[str] = ()) -> Any:
     """The three panels (t-SNE, probe softmax, X2 argmax histogram) of a `local_bias` result,
-    with `notes` and what the panels show as the footnote."""
+    with `notes` and what the panels show as its notes (its caption in the report)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,38 +137,48 @@ def bias_figure(result: dict[str, Any], title: str = "", notes: Sequence[str] = 
 
     from fedhet.figures.footnote import add_footnote
     from fedhet.figures.titles import figure_title
-    from fedhet.figures.legends import legend_beside
+    from fedhet.figures.legends import legend_in
 
     sns.set_theme(style="whitegrid", context="paper")
     num_classes, half = result["num_classes"], len(result["x1_classes"])
     classes = list(range(num_classes))
     colors = ["C0" if c < half else "C3" for c in classes]
-    width, height = 13.5, 4.2
-    fig, axes = plt.subplots(1, 3, figsize=(width, height), width_ratios=(1.4, 1, 1))
+    # (a) on top, its legend beside it, (b) and (c) under it: three panels in a row are shrunk
+    # past reading in the report's pane
+    width, height = 8.0, 7.6
+    fig = plt.figure(figsize=(width, height))
+    grid = fig.add_gridspec(2, 2, height_ratios=(1.25, 1))
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0]),
+            fig.add_subplot(grid[1, 1])]
+    slot = fig.add_subplot(grid[0, 1])  # (a)'s legend
+    slot.set_axis_off()
     frame = pd.DataFrame(result["tsne"])
-    sns.scatterplot(data=frame, x="x", y="y", hue="class", style="set", style_order=list(SETS),
+    frame["set"] = frame["set"].map(SET_NAMES).fillna(frame["set"])
+    sns.scatterplot(data=frame, x="x", y="y", hue="class", style="set",
+                    style_order=[SET_NAMES[s] for s in SETS],
                     palette=sns.color_palette("tab10" if num_classes <= 10 else "husl",
                                               num_classes),
                     s=14, ax=axes[0])
-    legend_beside(axes[0], fontsize=6, ncol=2)
+    legend_in(slot, axes[0], fontsize=7, ncol=2)
     axes[0].set(xticks=[], yticks=[], xlabel="", ylabel="")
     axes[0].set_title("(a) t-SNE of penultimate features (test images)", fontsize=8)
     probe = result["probe"]
     axes[1].bar(classes, [100 * p for p in probe["F_1_softmax"]], color=colors)
-    axes[1].set(xlabel="class", ylabel="F_1 softmax (%)")
-    axes[1].set_title(f"(b) F_1 on a test image of class {probe['class']}", fontsize=8)
+    axes[1].set(xlabel="class", ylabel="$F_1$ softmax (%)")
+    axes[1].set_title(f"(b) $F_1$ on a test image of class {probe['class']}", fontsize=8)
     axes[2].bar(classes, result["x2_argmax_histogram"]["F_1"], color=colors)
-    axes[2].set(xlabel="predicted class", ylabel="X2 test images")
-    axes[2].set_title(f"(c) F_1's predictions on X2 ({result['x2_size']} images)", fontsize=8)
+    axes[2].set(xlabel="predicted class", ylabel="$X_2$ test images")
+    axes[2].set_title(f"(c) $F_1$'s predictions on $X_2$ ({result['x2_size']} images)",
+                      fontsize=8)
     for ax in axes[1:]:
         ax.set_xticks(classes if num_classes <= 20 else classes[::num_classes // 10])
     share = result["x2_predicted_in_x1"]
     acc = result["accuracy"]
     text = (f"F_1 = F_g after {result['local_steps']} SGD steps (lr {result['lr']}, batch "
-            f"{result['batch_size']}) on the training images of X1 = classes 0-{half - 1} "
-            f"(blue bars); X2 = the other classes (red). X2 images predicted as an X1 class: "
+            f"{result['batch_size']}) on the training images of X_1 = classes 0-{half - 1} "
+            f"(blue bars); X_2 = the other classes (red). X_2 images predicted as an X_1 class: "
             f"{100 * share['F_g']:.0f}% by F_g, {100 * share['F_1']:.0f}% by F_1. Accuracy "
-            f"X1 / X2: F_g {100 * acc['F_g']['X1']:.0f}% / {100 * acc['F_g']['X2']:.0f}%, "
+            f"X_1 / X_2: F_g {100 * acc['F_g']['X1']:.0f}% / {100 * acc['F_g']['X2']:.0f}%, "
             f"F_1 {100 * acc['F_1']['X1']:.0f}% / {100 * acc['F_1']['X2']:.0f}%.")
     figure_title(fig, title)
     add_footnote(fig, [*notes, text], width, height)
@@ -189,8 +201,10 @@ def cmd_bias(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bias.json").write_text(json.dumps(result, indent=1) + "\n")
+    from fedhet.figures.save import save_figure
+
     fig = bias_figure(result, args.title, args.note)
-    fig.savefig(out / "bias.png", dpi=150)
+    save_figure(fig, out / "bias.png")
     plt.close(fig)
     print(out / "bias.png")
     return 0

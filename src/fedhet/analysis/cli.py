@@ -39,7 +39,7 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--title", default="")
     p.add_argument("--note", action="append", default=[],
-                   help="a paragraph of the footnote (repeat for more)")
+                   help="a paragraph of the figure's notes (repeat for more)")
     p.set_defaults(func=_command("fedhet.analysis.inversion", "cmd_invert"))
 
     p = sub.add_parser("bias", help="local learning bias of a run's model trained on half the "
@@ -54,7 +54,7 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--threads", type=int, help="CPU threads (torch, t-SNE); default: all")
     p.add_argument("--title", default="")
     p.add_argument("--note", action="append", default=[],
-                   help="a paragraph of the footnote (repeat for more)")
+                   help="a paragraph of the figure's notes (repeat for more)")
     p.set_defaults(func=_command("fedhet.analysis.bias", "cmd_bias"))
 
     p = sub.add_parser("figure-data", help="the data of a model- or dataset-based figure "

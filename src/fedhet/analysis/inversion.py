@@ -66,7 +66,7 @@ def one_per_class(labels: Tensor, classes: int) -> Tensor:
 def inversion_figure(rows: list[tuple[str, Any]], classes: list[int], title: str = "",
                      notes: Sequence[str] = ()) -> Any:
     """A grid of images, one row per (name, [N, H, W, C] pixels in [0, 1]) of `rows`, one column
-    per class of `classes`; `notes` as the footnote."""
+    per class of `classes`; `notes` as its notes (its caption in the report)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -75,7 +75,9 @@ def inversion_figure(rows: list[tuple[str, Any]], classes: list[int], title: str
     from fedhet.figures.footnote import add_footnote
     from fedhet.figures.titles import figure_title
 
-    width, height = max(3.0, 1.1 * len(classes)), 3.9
+    # narrow enough for the report's pane to show its labels readably
+    width = max(3.0, 0.62 * len(classes) + 1.1)
+    height = 0.7 * len(rows) + 1.4
     fig, axes = plt.subplots(len(rows), len(classes), figsize=(width, height), squeeze=False)
     for r, (name, batch) in enumerate(rows):
         for c, label in enumerate(classes):
@@ -85,9 +87,9 @@ def inversion_figure(rows: list[tuple[str, Any]], classes: list[int], title: str
                       cmap="gray" if img.shape[-1] == 1 else None)
             ax.set_xticks([]), ax.set_yticks([])
             if c == 0:
-                ax.set_ylabel(textwrap.fill(name, 18), fontsize=5)
+                ax.set_ylabel(textwrap.fill(name, 18), fontsize=6)
             if r == 0:
-                ax.set_title(f"class {label}", fontsize=5)
+                ax.set_title(f"class {label}", fontsize=6)
     figure_title(fig, title, fontsize=8)
     add_footnote(fig, list(notes), width, height)
     return fig
@@ -134,9 +136,11 @@ def cmd_invert(args: argparse.Namespace) -> int:
     note = (f"Relative feature error after {args.steps} Adam steps (lr {args.lr}, TV weight "
             f"{args.tv}): {errors['feature']:.3f} from a raw feature, {errors['class_mean']:.3f} "
             "from a class mean.")
+    from fedhet.figures.save import save_figure
+
     fig = inversion_figure(rows, [int(c) for c in y[take]], args.title, [*args.note, note])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=150)
+    save_figure(fig, args.out)
     plt.close(fig)
     if args.errors:
         Path(args.errors).write_text(json.dumps(errors, indent=1) + "\n")

@@ -56,6 +56,10 @@ class Cell:
     # likewise with what the value's look-ups set (FedLGD's IPC: the images per class), for
     # every cell; the scorecard names what ran (`Item.claim_payload`), no table or figure
     runs_as: dict[str, str] = field(default_factory=dict)
+    # the cell's settings as the paper gives them (before any scale, with its first seed): two
+    # cells that resolve to one run this way are one configuration in the paper too (a table's
+    # rows may repeat its default), whatever a scale does to them (`Item.payload`)
+    paper_patch: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def key(self) -> dict[str, Any]:
         out = {
@@ -98,13 +102,42 @@ class Item:
     scale: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @cached_property
-    def scale_changes(self) -> str:
-        """What the item's runs changed from the paper at this scale, in words (its note);
-        worked out when first asked for, as it resolves every cell's settings once more."""
+    def scale_change_parts(self) -> list[str]:
+        """What the item's runs changed from the paper at this scale, in words (its note), a
+        sentence per part (`scale_notes.item_note_parts`); worked out when first asked for, as
+        it resolves every cell's settings once more. None for an analytic table: it is
+        computed for the paper's settings at every scale, whatever its protocol's runs do."""
         from fedhet.experiments import scale_notes
+        from fedhet.experiments.kinds import ANALYTIC_KINDS
 
-        return scale_notes.item_note(scale_notes.run_changes(paper, ours, self.scale)
-                                     for paper, ours in self.paper_settings)
+        if not self.is_figure and self.kind in ANALYTIC_KINDS:
+            return []
+        return scale_notes.item_note_parts(scale_notes.run_changes(paper, ours, self.scale)
+                                           for paper, ours in self.paper_settings)
+
+    @property
+    def scale_changes(self) -> str:
+        """`scale_change_parts` as one paragraph."""
+        return " ".join(self.scale_change_parts)
+
+    @cached_property
+    def paper_runs(self) -> dict[int, str]:
+        """id(cell) → the run id of the cell's settings as the paper gives them (resolved
+        without their runtime, as `scale_changes` does), for each table cell that runs and
+        resolves alone."""
+        from fedhet.config import ConfigError, resolve_run, run_id
+        from fedhet.experiments.loading import plain_copy
+
+        out = {}
+        for cell in self.cells:
+            if not cell.run_ids or not cell.paper_patch:
+                continue
+            given = {k: v for k, v in plain_copy(cell.paper_patch).items() if k != "runtime"}
+            try:
+                out[id(cell)] = run_id(resolve_run(given))
+            except ConfigError:
+                continue
+        return out
 
     @property
     def target(self) -> str:
@@ -125,6 +158,11 @@ class Item:
             for cell, key in zip(self.cells, cells):
                 if cell.run_ids:
                     key["chance_acc"] = chance_accuracy(cell.settings["dataset"])
+                    # and which of its rows are one configuration in the paper
+                    # (`fedhet.tables.identical_rows`)
+                    paper_run = self.paper_runs.get(id(cell))
+                    if paper_run:
+                        key["paper_run"] = paper_run
         content = {
             "paper": self.paper,
             "paper_name": paper_name(self.paper),

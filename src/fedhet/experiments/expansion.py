@@ -413,6 +413,7 @@ def expand_item(
                     file, f"{where} cell {labels}", f"{err} (after applying the scale)"
                 ) from None
             cell.settings = first
+            cell.paper_patch = {**patch, "seed": seeds[0]}
             if not quoted:
                 paper_settings.append(({**patch, "seed": seeds[0]}, first))
             # axis → the numbers its value ran with where the scale changed them: a figure

@@ -172,10 +172,12 @@ def run_changes(paper: Run, ours: Run, scale: Mapping[str, Any]) -> list[Change]
     return cell_changes(resolved, ours, scale)
 
 
-def item_note(changes: Iterable[Iterable[Change]]) -> str:
-    """The note of a table or figure from its cells' changes: each change once, in the order
-    of ASPECTS and then first met; those with the same value at this scale said together
-    ("batch size 32 instead of 64 or 128"), with the plug-ins they belong to. A table or
+def item_note_parts(changes: Iterable[Iterable[Change]]) -> list[str]:
+    """The note of a table or figure from its cells' changes, a sentence per part: first what
+    every run changed (data, model, local work, rounds, training settings), then each method's
+    parameters under the method's name, said once ("VHL: virtual images per class 50 instead
+    of 200; ..."). Each change once, in the order of ASPECTS and then first met; those with the
+    same value at this scale said together ("batch size 32 instead of 64 or 128"). A table or
     figure run as in the paper says so."""
     merged: dict[tuple[int, str, bool], tuple[list[str], list[str]]] = {}
     for cell in changes:
@@ -186,10 +188,23 @@ def item_note(changes: Iterable[Iterable[Change]]) -> str:
                 if new and new not in seen:
                     seen.append(new)
     if not merged:
-        return "As in the paper: datasets, models, local training and rounds."
-    parts = []
+        return ["As in the paper: datasets, models, local training and rounds."]
+    groups: dict[tuple[str, ...], list[str]] = {}
     for (_, ours, arrow), (papers, whos) in sorted(merged.items(), key=lambda kv: kv[0][0]):
-        who = f" ({' and '.join(whos)})" if whos else ""
-        parts.append(f"{', '.join(papers)} → {ours}{who}" if arrow
-                     else f"{ours} instead of {' or '.join(papers)}{who}")
-    return "Changed from the paper: " + "; ".join(parts) + "."
+        text = (f"{', '.join(papers)} → {ours}" if arrow
+                else f"{ours} instead of {' or '.join(papers)}")
+        groups.setdefault(tuple(whos), []).append(text)
+    out = []
+    general = groups.pop((), [])
+    if general:
+        out.append("Changed from the paper: " + "; ".join(general) + ".")
+    for whos, texts in groups.items():
+        who = " and ".join(whos)
+        lead = f"{who[0].upper()}{who[1:]}" if out else f"Changed from the paper, {who}"
+        out.append(f"{lead}: " + "; ".join(texts) + ".")
+    return out
+
+
+def item_note(changes: Iterable[Iterable[Change]]) -> str:
+    """`item_note_parts` as one paragraph."""
+    return " ".join(item_note_parts(changes))

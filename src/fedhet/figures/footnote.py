@@ -1,33 +1,33 @@
-"""The footnote under a paper figure: the scale's note and the item's notes, wrapped to the
-figure's width, the figure grown to hold them so that nothing is clipped."""
+"""The notes of a paper figure (the scale's note, the item's notes, what the figure itself
+adds) and its final layout: the notes go with the figure into its PNG's metadata and from there
+into its caption in the report (`fedhet.figures.save`), not under its panels, and its text is
+raised to a size the report's pane shows readably."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping
 from typing import Any
+
+from fedhet.figures.save import readable_text, set_notes
 
 
 def item_notes(spec: Mapping[str, Any]) -> list[str]:
     """The figure's own `note` and its `scale_note` (what this scale leaves out of it), each
-    on one line: the paragraphs every figure's footnote carries after the scale's note."""
+    on one line: the paragraphs every figure's notes carry after the scale's note."""
     return [" ".join(str(spec[k]).split()) for k in ("note", "scale_note") if spec.get(k)]
 
 
 def figure_notes(scale: str, note: str, spec: Mapping[str, Any]) -> list[str]:
-    """The footnote of a figure that adds nothing of its own: the scale's note (the
-    workflow's `note` param) and the item's notes."""
+    """The notes of a figure that adds nothing of its own: the scale's note (the workflow's
+    `note` param) and the item's notes."""
     return [f"scale {scale}: {note}", *item_notes(spec)]
 
 
 def add_footnote(fig: Any, notes: list[str], width: float, height: float = 4.2) -> None:
-    """Write `notes` (a paragraph each; empty ones left out) at the bottom left of `fig`,
-    wrapped to its `width` (inches): the figure becomes `height` + 0.12 inch a line tall and
-    its axes are laid out above the text (all of the figure when there is no note)."""
-    text = "\n".join(textwrap.fill(n, int(130 * width / 6.4)) for n in notes if n.strip())
-    lines = text.count("\n") + 1 if text else 0
-    total = height + 0.12 * lines
-    fig.set_size_inches(width, total)
-    fig.tight_layout(rect=(0, 0.03 + 0.12 * lines / total if text else 0, 1, 1))
-    if text:
-        fig.text(0.01, 0.01, text, fontsize=6, va="bottom")
+    """Attach `notes` (a paragraph each; empty ones left out) to `fig` for its caption, make
+    `fig` `width` × `height` inches, raise its text to a readable size (`readable_text`) and lay
+    its panels out over all of it."""
+    set_notes(fig, notes)
+    fig.set_size_inches(width, height)
+    readable_text(fig, width)
+    fig.tight_layout()

@@ -88,7 +88,7 @@ for _kind in (
         run_files("metrics.jsonl"),
         "curve",
         "A metric per round, mean over seeds (band: ± std when there are several). Methods not "
-        "implemented yet are listed under the plot and left out.",
+        "implemented yet are listed in the notes below and left out.",
     ),
     FigureKind(
         "layer_divergence",
@@ -115,7 +115,7 @@ for _kind in (
         "bars",
         "A final metric (e.g. the mean of the 5 best rounds' accuracy) as grouped bars, one group "
         "per value of one axis and one bar per value of another, mean over seeds (error bar: "
-        "± std when there are several). Cells not run yet are listed under the plot.",
+        "± std when there are several). Cells not run yet are listed in the notes below.",
     ),
     FigureKind(
         "bias",
@@ -157,7 +157,7 @@ for _kind in (
         "A final metric (last-round accuracy, mean of the 5 best rounds, or the unweighted mean "
         "over the domains of the last round's per-domain accuracy) against one setting, one line "
         "per value of another, mean over seeds (error bars: ± std when there are several). "
-        "Cells not run yet are listed under the plot.",
+        "Cells not run yet are listed in the notes below.",
     ),
     FigureKind(
         "distilled_grid",

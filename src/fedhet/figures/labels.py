@@ -101,8 +101,7 @@ def grid_axes(spec: Mapping[str, Any]) -> list[str]:
 
 
 def runs_label(cell: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
-    """The printed values of the figure's grid axes for one cell ("DIGITS · IPC=10 ·
-    FedLGD"): which runs a single-run figure shows (all its values when the spec names no
-    grid)."""
+    """The printed values of the figure's grid axes for one cell ("DIGITS, IPC=10, FedLGD"):
+    which runs a single-run figure shows (all its values when the spec names no grid)."""
     display = cell.get("display") or {}
-    return " · ".join(display[a] for a in grid_axes(spec) or display if a in display)
+    return ", ".join(display[a] for a in grid_axes(spec) or display if a in display)

@@ -40,13 +40,17 @@ def marker_handles(markers: Mapping[str, str]) -> list[Any]:
 def class_legend(ax: Any, handles: list[Any], num_classes: int) -> Any:
     """A legend beside `ax` of `handles` (e.g. marker_handles) and then an entry "class c" in
     each class's colour (class_colours): every encoding of a scatter plot explained."""
+    return legend_beside(ax, handles=handles + class_handles(num_classes), fontsize=7,
+                         ncol=1 if num_classes <= 12 else 2)
+
+
+def class_handles(num_classes: int) -> list[Any]:
+    """Legend entries "class c" in each class's colour (class_colours)."""
     from matplotlib.lines import Line2D
 
     cmap = class_colours(num_classes)
-    classes = [Line2D([], [], linestyle="", marker="s", color=cmap(c % cmap.N), markersize=5,
-                      label=f"class {c}") for c in range(num_classes)]
-    return legend_beside(ax, handles=handles + classes, fontsize=6,
-                         ncol=1 if num_classes <= 12 else 2)
+    return [Line2D([], [], linestyle="", marker="s", color=cmap(c % cmap.N), markersize=5,
+                   label=f"class {c}") for c in range(num_classes)]
 
 
 def retitle(legend: Any, spec: Mapping[str, Any]) -> Any:
@@ -65,3 +69,43 @@ def retitle(legend: Any, spec: Mapping[str, Any]) -> Any:
         if text.get_text() in keys:
             text.set_text(axis_title(text.get_text(), spec) or "")
     return legend
+
+
+def panel_grid(count: int, panel_w: float, panel_h: float, legend_w: float = 0.0,
+               columns: int = 2, **subplots: Any) -> tuple[Any, list[Any], Any]:
+    """A figure of `count` panels of `panel_w` × `panel_h` inches, at most `columns` a row (a
+    wide row of panels is shrunk past reading in the report's pane), and room for a legend of
+    `legend_w` inches: the free slot after the last panel where the last row has one (returned,
+    drawn without axes: `legend_in`), else a column of that width right of the panels (the
+    legend then goes beside the last panel: `legend_beside`). Returns (figure, panels, slot or
+    None)."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    cols = max(1, min(count, columns))
+    rows = max(1, math.ceil(count / cols))
+    free = rows * cols - count
+    width = cols * panel_w + (legend_w if legend_w and not free else 0.0)
+    fig, grid = plt.subplots(rows, cols, figsize=(width, rows * panel_h), squeeze=False,
+                             **subplots)
+    flat = list(grid.flat)
+    slot = flat[count] if free and legend_w else None
+    for ax in flat[count + (slot is not None):]:
+        ax.remove()
+    if slot is not None:
+        slot.set_axis_off()
+    return fig, flat[:count], slot
+
+
+def legend_in(slot: Any, ax: Any | None = None, **kwargs: Any) -> Any:
+    """A legend at the top left of `slot` (a free panel slot, `panel_grid`): a new one from
+    `kwargs` (handles, title, ...), or `ax`'s own legend (seaborn's), moved there."""
+    place = {"loc": "upper left", "frameon": False}
+    if "handles" not in kwargs and ax is not None and ax.get_legend() is not None:
+        old = ax.get_legend()
+        kwargs = {"handles": list(old.legend_handles),
+                  "labels": [t.get_text() for t in old.get_texts()],
+                  "title": old.get_title().get_text() or None, **kwargs}
+        old.remove()
+    return slot.legend(**place, **kwargs)

@@ -1,5 +1,6 @@
 """`python -m fedhet.report REPORT.html [--config FILE ...]`: finish a report Snakemake wrote
-(`snakemake --report`) in place: fedhet's tab title, stylesheet and provenance. Run from the
+(`snakemake --report`) in place: fedhet's tab title, stylesheet, script and provenance, the
+sidebar in the papers' order, the figures' notes in their captions (fedhet.report.page). Run from the
 workflow's directory; the `report` rule does it after building reports/<scale>/report.html."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="config files the report was built with, over config/config.yaml "
                         "(the scale and seeds)")
     p.add_argument("--css", type=Path, default=Path("reports/report.css"))
+    p.add_argument("--js", type=Path, default=Path("reports/report.js"))
     return p.parse_args(argv)
 
 
@@ -61,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             text,
             title=f"fedhet report · scale {scale}",
             css=args.css.read_text(encoding="utf-8"),
+            script=args.js.read_text(encoding="utf-8"),
             provenance_html=provenance.to_html(prov),
             verdicts_html=verdicts(page.results_of(text)),
         )

@@ -58,6 +58,7 @@ from fedhet.tables.render import (
     fmt,
     gain_cell_text,
     header_of,
+    identical_rows,
     layout,
     render_html,
     render_markdown,
@@ -65,6 +66,7 @@ from fedhet.tables.render import (
 from fedhet.tables.results import (
     RunResult,
     _pct,
+    alike_runs,
     calibration_key,
     load_calibration,
     load_run,
@@ -99,6 +101,8 @@ __all__ = [
     "CellState",
     "Metric",
     "RunResult",
+    "alike_runs",
+    "identical_rows",
     # private helpers some tests reach (kept importable as before the split)
     "_averages",
     "_better",

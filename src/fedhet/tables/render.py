@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fedhet.papers import paper_name
+from fedhet.printed import subscripts_html
 from fedhet.tables.metrics import TARGET, lookup
 from fedhet.tables.schema import CONFIG, DIVERGED, NEVER, PENDING, QUOTED, is_nan
 
@@ -224,16 +225,32 @@ def layout(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], delta
                 ids.append([_anchor(cells[h])])
         body.append(line + texts)
         record.append(ids)
-    if row_targets:
-        statuses = sorted({t["status"] for t in targets.values()})
-        body.append([f"target: {', '.join(statuses)}", *[""] * (len(header) - 1)])
-        record.append([[] for _ in header])
     return header, body
 
 
 def _anchor(line: Mapping[str, Any]) -> str:
     """A shown line's `cell_anchor`, by the row it has in the long table."""
     return cell_anchor(line.get("source_row", line["row"]), line["column"], line["metric"])
+
+
+# how a table's own target was set (`fedhet.tables.compute`), in words
+TARGET_HOW = {
+    "ours: reference best, floored": "ours is the best accuracy of the table's reference "
+                                     "(FedAvg without the method), rounded down to a whole "
+                                     "percent",
+    "printed target": "ours is the paper's printed target",
+}
+
+
+def _target_legend(lines: Sequence[Mapping[str, Any]]) -> str:
+    """What the target column of a table with a target per row means ("" without one)."""
+    target = TARGET.name
+    rows = {ln["row"] for ln in lines if ln["metric"] != target}
+    hows = [t["status"] for t in lines if t["metric"] == target and t["row"] in rows]
+    if not hows:
+        return ""
+    words = "; ".join(TARGET_HOW.get(h, h) for h in dict.fromkeys(hows))
+    return f"{TARGET.header}: the accuracy a run must reach, paper / ours ({words})."
 
 
 def _target_line(targets: Sequence[Mapping[str, Any]]) -> str:
@@ -268,7 +285,7 @@ def _td(text: str, ids: Sequence[str]) -> str:
     """A cell with its anchor (the first id; a gain shown inside it, an empty link's)."""
     own = f" id='{ids[0]}'" if ids else ""
     inner = "".join(f"<a id='{i}'></a>" for i in ids[1:])
-    return f"<td{own}>{inner}{html.escape(text)}</td>"
+    return f"<td{own}>{inner}{_html(text)}</td>"
 
 
 SETTINGS_LEGEND = (
@@ -295,10 +312,155 @@ def _missing_legend(body: Sequence[Sequence[str]], mark: str = "`{}`") -> str:
                     in MISSING_LEGEND.items() if word in text)
 
 
-def _quoted_sources(lines: Sequence[Mapping[str, Any]]) -> str:
-    """Where the quoted cells' numbers come from ("" when no cell is quoted)."""
-    quoted = [ln.get("note") or "" for ln in lines if ln["status"] == QUOTED]
-    return ", ".join(dict.fromkeys(quoted))
+def _quoted_sources(lines: Sequence[Mapping[str, Any]], paper: str = "") -> str:
+    """Where the quoted cells' numbers come from, per quoted method ("" when no cell is
+    quoted): "FedDyn: FedSpeed (Sun et al., ICLR 2023); FedDF: its source is not given". The
+    paper that quotes them (", as quoted by FedImpro") is said once, by the legend."""
+    quoted = [ln for ln in lines if ln["status"] == QUOTED]
+    if not quoted:
+        return ""
+    # the quoted methods are the columns where no column of theirs holds a number of ours,
+    # else the rows
+    ours = {ln["column"] for ln in lines if ln["status"] != QUOTED}
+    axis = "row" if {ln["column"] for ln in quoted} & ours else "column"
+    tail = re.compile(rf",?\s*as quoted by {re.escape(paper_name(paper))}\s*$" if paper
+                      else r"$^")
+    sources: dict[str, str] = {}
+    for ln in quoted:
+        source = tail.sub("", str(ln.get("note") or "")).strip()
+        sources.setdefault(str(ln[axis]), source or "its source is not given")
+    return "; ".join(f"{name}: {source}" for name, source in sources.items())
+
+
+def _quoted_legend(lines: Sequence[Mapping[str, Any]], paper: str, mark: str = "{}") -> str:
+    sources = _quoted_sources(lines, paper)
+    if not sources:
+        return ""
+    return (f"{mark.format(QUOTED_MARK)}: a number {paper_name(paper)} quotes from another "
+            f"paper, not run here ({sources}).")
+
+
+def _dash_legend(body: Sequence[Sequence[str]]) -> str:
+    """What "–" (the paper prints no number) and an empty cell mean, where some cell has
+    one ("" otherwise)."""
+    cells = [c for row in body if not GROUP_ROW.fullmatch(row[0]) for c in row[1:]]
+    out = []
+    if any(c == "–" or c.startswith("– ") for c in cells):
+        out.append("–: the paper has no number to compare there.")
+    if any(not c.strip() for c in cells):
+        out.append("An empty cell: the paper's table has no such cell.")
+    return " ".join(out)
+
+
+def identical_rows(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any],
+                   alike: Mapping[str, str] | None = None
+                   ) -> list[tuple[list[str], str, list[str] | None]]:
+    """Groups of rows a reader must not take for separate evidence, in every column of the rows
+    or in a family of columns (e.g. every IPC=10 column): their cells are the same runs (and
+    calibrations) — `"paper"` where the paper's table repeats one configuration too (the same
+    settings as the paper gives them), `"scale"` where only this scale makes them one — or
+    runs that trained alike, `"alike"` (`alike`: run id → its twin's,
+    `fedhet.tables.alike_runs`). Each group: its rows, that kind, and the columns where they
+    agree (None: all)."""
+    alike = alike or {}
+    runs: dict[str, dict[str, tuple[frozenset[str], str]]] = {}
+    for cell in payload.get("cells", []):
+        if cell.get("run_ids") and not cell.get("pending"):
+            ids = frozenset(cell["run_ids"]) | {f"calibration {c}" for c in
+                                               cell.get("calibrations") or []}
+            runs.setdefault(str(cell.get("row", "")), {})[str(cell.get("column", ""))] = (
+                ids, str(cell.get("paper_run", "")))
+    shown = {ln["row"] for ln in lines}
+    rows = [r for r in runs if r in shown]
+    columns = list(dict.fromkeys(ln["column"] for ln in lines if ln["metric"] != TARGET.name))
+
+    def twin(ids: frozenset[str]) -> frozenset[str]:
+        return frozenset(alike.get(i, i) for i in ids)
+
+    found: dict[tuple[frozenset, str], list[tuple[str, str]]] = {}
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            common = [c for c in runs[a] if c in runs[b]]
+            equal = [c for c in common if twin(runs[a][c][0]) == twin(runs[b][c][0])]
+            if not equal:
+                continue
+            if equal != common and (len(equal) < 2 or not _column_family(equal, columns)):
+                continue
+            if not all(runs[a][c][0] == runs[b][c][0] for c in equal):
+                kind = "alike"
+            elif all(runs[a][c][1] and runs[a][c][1] == runs[b][c][1] for c in equal):
+                kind = "paper"
+            else:
+                kind = "scale"
+            key = (frozenset() if equal == common else frozenset(equal), kind)
+            found.setdefault(key, []).append((a, b))
+    out = []
+    for (cells, kind), pairs in found.items():
+        groups: list[list[str]] = []
+        for a, b in pairs:  # rows linked by a pair, in table order
+            hit = [g for g in groups if a in g or b in g]
+            merged = sorted({a, b, *(r for g in hit for r in g)}, key=rows.index)
+            groups = [g for g in groups if g not in hit] + [merged]
+        for group in groups:
+            out.append((group, kind, [c for c in columns if c in cells] if cells else None))
+    return out
+
+
+def _column_family(cells: Sequence[str], columns: Sequence[str]) -> str:
+    """The part of the column names ("IPC=10") that exactly `cells` of `columns` have, or ""."""
+    for part in dict.fromkeys(p for col in cells for p in str(col).split(" · ")):
+        if [c for c in columns if part in str(c).split(" · ")] == [c for c in columns
+                                                                   if c in cells]:
+            return part
+    return ""
+
+
+def _row_name(row: str) -> str:
+    """A row as a reader names it: "FedAvg (ResNet-18)" for the row "FedAvg · ResNet-18"."""
+    block, _, name = row.partition(" · ")
+    return f"{block} ({name})" if name else block
+
+
+def _cells_name(cells: list[str], lines: Sequence[Mapping[str, Any]]) -> str:
+    """Where rows agree, as a reader finds it: "in the IPC=10 columns"."""
+    columns = list(dict.fromkeys(ln["column"] for ln in lines if ln["metric"] != TARGET.name))
+    family = _column_family(cells, columns)
+    return f"in the {family} columns" if family else "in " + ", ".join(cells)
+
+
+# why some methods train exactly as FedAvg at a small scale
+ALIKE_WHY = {
+    "FedProx": "FedProx's proximal term is zero when a client takes a single local step a round",
+    "FedNova": "FedNova's normalisation changes nothing when every client takes as many local "
+               "steps",
+}
+
+
+def _identical_legend(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any],
+                      alike: Mapping[str, str] | None = None) -> str:
+    """Which rows are the same runs or runs that trained alike, where, and why ("" when no
+    rows are)."""
+    said: dict[str, list[str]] = {"paper": [], "scale": [], "alike": []}
+    methods = []
+    for rows, kind, cells in identical_rows(lines, payload, alike):
+        names = " = ".join(_row_name(r) for r in rows)
+        said[kind].append(f"{names} {_cells_name(cells, lines)}" if cells else names)
+        if kind == "alike":
+            methods += [m for m in ALIKE_WHY if any(r.split(" · ")[0] == m for r in rows)]
+    out = []
+    if said["paper"]:
+        out.append(f"{'; '.join(said['paper'])}: one run, as in the paper (its table repeats "
+                   "this configuration in these rows).")
+    if said["scale"]:
+        out.append(f"{'; '.join(said['scale'])}: one run at this scale (the settings that tell "
+                   "them apart in the paper come out the same here: see the methods' settings "
+                   "this scale changed).")
+    if said["alike"]:
+        why = "; ".join(ALIKE_WHY[m] for m in dict.fromkeys(methods))
+        out.append(f"{'; '.join(said['alike'])}: separate runs that trained alike (the same "
+                   "losses every round, to float rounding): what tells them apart has no "
+                   f"effect at this scale{f' ({why})' if why else ''}. Count them once.")
+    return " ".join(out)
 
 
 # what a cell reads, with and without its difference from the paper
@@ -309,28 +471,50 @@ CELL_LEGEND = {
 }
 
 
+def _note_parts(note: str | Sequence[str],
+                spec: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The table's notes: what this scale changed (`note`: one text, or a sentence per part:
+    `scale_notes.item_note_parts`), and the item's own note and what this scale left out of
+    it, a paragraph each."""
+    def clean(parts: Sequence[Any]) -> list[str]:
+        return [" ".join(str(n).split()) for n in parts if n and str(n).strip()]
+
+    changes = [note] if isinstance(note, str) else list(note)
+    return clean(changes), clean([spec.get("note"), spec.get("scale_note")])
+
+
+def _legends(lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any],
+             body: Sequence[Sequence[str]], scale: str, deltas: bool, mark: str) -> list[str]:
+    """The legend's sentences (plain text; each word standing for a missing number set in
+    `mark`), in the order a reader needs them."""
+    if _only_settings(lines):
+        return [f"Scale {scale}.", SETTINGS_LEGEND]
+    out = [f"Scale {scale}.", CELL_LEGEND[deltas]]
+    if any(ln["status"] == PENDING for ln in lines):
+        out.append(f"{mark.format('pending')}: the method is not implemented yet.")
+    out += [_quoted_legend(lines, payload.get("paper", ""), mark), _missing_legend(body, mark),
+            _near_chance_legend(lines), _dash_legend(body), _target_legend(lines)]
+    return [part for part in out if part]
+
+
 def render_markdown(
-    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = "",
-    deltas: bool = True,
+    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str,
+    note: str | Sequence[str] = "", deltas: bool = True, alike: Mapping[str, str] | None = None,
 ) -> str:
     """The table as Markdown: title, legend, notes and the paper-like grid; without the cells'
     differences from the paper unless `deltas` (the scale's `comparable`)."""
     header, body = layout(lines, payload, deltas)
     spec = payload["spec"]
-    note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
     out = [f"# {paper_name(payload['paper'])} {spec.get('title', payload['id'])}", ""]
-    legend = f"Scale: `{scale}`. " + (
-        SETTINGS_LEGEND if _only_settings(lines) else
-        f"{CELL_LEGEND[deltas]} `pending`: the method is not implemented yet."
-    )
-    sources = _quoted_sources(lines)
-    if sources:
-        legend += f" `{QUOTED_MARK}`: a number the paper quotes ({sources}); not run here."
-    missing = _missing_legend(body)
-    legend = " ".join(part for part in (legend, missing, _near_chance_legend(lines)) if part)
-    out.append(legend)
-    if note:
-        out += ["", note]
+    out.append(" ".join(_legends(lines, payload, body, scale, deltas, "`{}`")))
+    identical = _identical_legend(lines, payload, alike)
+    if identical:
+        out += ["", f"Identical rows: {identical}"]
+    changes, others = _note_parts(note, spec)
+    if changes:
+        out += ["", " ".join(changes)]
+    for paragraph in others:
+        out += ["", paragraph]
     out.append("")
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "|".join(["---"] * len(header)) + "|")
@@ -339,55 +523,91 @@ def render_markdown(
     return "\n".join(out) + "\n"
 
 
+# a table of more columns than this is set smaller and tighter, so that it fits the report's pane
+WIDE_COLUMNS = 8
+STYLE = (
+    "body{font-family:sans-serif;font-size:13px;margin:12px 24px 24px 16px}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;"
+    "text-align:right;white-space:nowrap}th{white-space:normal;vertical-align:bottom}"
+    "td:first-child,th:first-child{text-align:left;white-space:normal}"
+    "table.wide{font-size:12px}table.wide td,table.wide th{padding:2px 4px}"
+    "table.names td:first-child{white-space:nowrap}"
+    "table td[colspan],table.names td[colspan]{white-space:normal;text-align:left}"
+    "p{max-width:75em}details{max-width:75em;margin:0.5em 0}summary{cursor:pointer}"
+    ".legend{color:#333}"
+    # the cell a scorecard's link opens
+    "td:target,td:has(>a:target){outline:2px solid #b45309;background:#fffbeb}"
+)
+# a table wider than its page (the report's pane) is set smaller, to 9 px at the least, until it
+# fits; again when the page is resized
+FIT_SCRIPT = (
+    "<script>(function(){var t=document.querySelector('table');if(!t)return;"
+    "var base=parseFloat(getComputedStyle(t).fontSize);function fit(){t.style.fontSize='';"
+    "var size=base,room=document.documentElement.clientWidth-8;"
+    "while(t.getBoundingClientRect().right>room&&size>9){size-=0.5;"
+    "t.style.fontSize=size+'px';}}fit();addEventListener('resize',fit);})();</script>"
+)
+# row names up to this long stay on one line (ResNet-18 unbroken)
+SHORT_NAMES = 28
+
+
+def _html(text: str) -> str:
+    return subscripts_html(html.escape(text))
+
+
+def _notes_html(changes: list[str], others: list[str]) -> str:
+    """The notes: what this scale changed to every run shown, the methods' own settings it
+    changed behind a toggle (each said once, under the method's name), then the item's notes."""
+    out = []
+    if changes:
+        out.append(f"<p>{_html(changes[0])}</p>")
+    if len(changes) > 1:
+        names = ", ".join(part.split(":", 1)[0] for part in changes[1:])
+        inner = "".join(f"<p>{_html(part)}</p>" for part in changes[1:])
+        out.append(f"<details><summary>The methods' settings this scale changed ({_html(names)})"
+                   f"</summary>{inner}</details>")
+    out += [f"<p>{_html(paragraph)}</p>" for paragraph in others]
+    return "".join(out)
+
+
 def render_html(
-    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str, note: str = "",
-    deltas: bool = True,
+    lines: Sequence[Mapping[str, Any]], payload: Mapping[str, Any], scale: str,
+    note: str | Sequence[str] = "", deltas: bool = True, alike: Mapping[str, str] | None = None,
 ) -> str:
-    """The table as a standalone HTML page (the same grid as the Markdown)."""
+    """The table as a standalone HTML page (the same grid as the Markdown): each cell on one
+    line, anchored for the scorecard's links; a wide table set smaller so that it fits the
+    report's pane; a long note of what this scale changed folded after its first clauses."""
     anchors: list[list[list[str]]] = []
     header, body = layout(lines, payload, deltas, anchors)
     spec = payload["spec"]
-    note = " ".join(n for n in (note, spec.get("note"), spec.get("scale_note")) if n)
-    sources = _quoted_sources(lines)
-    marks = (  # the legends of the marks some cell carries
-        f"<i>{QUOTED_MARK}</i>: a number the paper quotes ({html.escape(sources)}); not run here. "
-        if sources
-        else ""
-    )
-    missing = _missing_legend([[html.escape(c) for c in row] for row in body], "<i>{}</i>")
-    marks += f"{missing} " if missing else ""
-    near = _near_chance_legend(lines)
-    marks += f"{html.escape(near)} " if near else ""
+    legend = _legends(lines, payload, body, scale, deltas, "<i>{}</i>")
+    legend_html = " ".join(
+        part if "<i>" in part else _html(part) for part in legend)
+    legend_html = legend_html.replace(f"Scale {html.escape(scale)}.",
+                                      f"Scale <b>{html.escape(scale)}</b>.", 1)
+    identical = _identical_legend(lines, payload, alike)
+    classes = ["wide"] if len(header) > WIDE_COLUMNS else []
+    if all(len(row[0]) <= SHORT_NAMES for row in body if not GROUP_ROW.fullmatch(row[0])):
+        classes.append("names")
+    wide = f" class='{' '.join(classes)}'" if classes else ""
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        (
-            "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-            "td:first-child{text-align:left}"
-            # the cell a scorecard's link opens
-            "td:target,td:has(>a:target){outline:2px solid #b45309;background:#fffbeb}"
-            "</style></head><body>"
-        ),
-        f"<h3>{html.escape(paper_name(payload['paper']))} {html.escape(spec.get('title', ''))}</h3>",
-        (
-            f"<p>Scale <b>{html.escape(scale)}</b>. "
-            + (html.escape(SETTINGS_LEGEND) + " " if _only_settings(lines) else
-               f"{html.escape(CELL_LEGEND[deltas])} <i>pending</i>: method not implemented "
-               "yet. ")
-            + f"{marks}</p>"
-            + (f"<p>{html.escape(note)}</p>" if note else "")  # what this scale changed
-        ),
-        "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h3>{_html(paper_name(payload['paper']))} {_html(spec.get('title', ''))}</h3>",
+        f"<p class='legend'>{legend_html}</p>",
+        f"<p><b>Identical rows.</b> {_html(identical)}</p>" if identical else "",
+        _notes_html(*_note_parts(note, spec)),
+        f"<table{wide}><tr>" + "".join(f"<th>{_html(h)}</th>" for h in header) + "</tr>",
     ]
     for row, ids in zip(body, anchors, strict=True):
         first = row[0]
         group = GROUP_ROW.fullmatch(first)
         if group:  # a group header, markdown "**name** (details)"
             name, details = group.groups()
-            parts.append(f"<tr><td colspan='{len(header)}'><b>{html.escape(name)}</b>"
-                         f"{html.escape(details)}</td></tr>")
+            parts.append(f"<tr><td colspan='{len(header)}'><b>{_html(name)}</b>"
+                         f"{_html(details)}</td></tr>")
             continue
         parts.append("<tr>" + "".join(_td(c, i) for c, i in zip(row, ids, strict=True))
                      + "</tr>")
-    parts.append("</table></body></html>")
-    return "\n".join(parts)
+    parts.append(f"</table>{FIT_SCRIPT}</body></html>")
+    return "\n".join(part for part in parts if part)

@@ -29,13 +29,15 @@ class RunResult:
     # unweighted mean (%)
     domain_acc: dict[str, float] = field(default_factory=dict)
     mean_domain_acc: float = NAN
-
+    # what the run logged each round (its losses, FINGERPRINT_KEYS), flattened: two runs that
+    # logged the same (to float rounding) trained alike (`alike_runs`)
+    logged: list[float] = field(default_factory=list, repr=False)
 
 def load_run(run_dir: str | Path) -> RunResult:
     """Read `final.json` and `metrics.jsonl` of a run directory (accuracies → %)."""
     run_dir = Path(run_dir)
     final = json.loads((run_dir / "final.json").read_text())
-    curve = []
+    curve, logged = [], []
     metrics = run_dir / "metrics.jsonl"
     if metrics.exists():
         for line in metrics.read_text().splitlines():
@@ -44,7 +46,50 @@ def load_run(run_dir: str | Path) -> RunResult:
                 acc = rec.get("test_acc")
                 if acc is not None:
                     curve.append((int(rec["round"]), 100.0 * float(acc)))
-    return result_from(final, curve)
+                logged.extend(NAN if rec.get(k) is None else float(rec[k])
+                              for k in FINGERPRINT_KEYS)
+    result = result_from(final, curve)
+    result.logged = logged
+    return result
+
+
+# what each logged round adds to a run's `logged`: its losses (not its accuracy, which a
+# near-tie of one test image flips on float rounding alone; not its timings)
+FINGERPRINT_KEYS = ("round", "test_loss", "train_loss")
+# runs whose logs agree to this relative tolerance trained alike: the same arithmetic in
+# another order (FedNova's normalisation by one step) differs in float32's last bits
+ALIKE_RTOL = 1e-5
+
+
+def _same_log(a: Sequence[float], b: Sequence[float]) -> bool:
+    if len(a) != len(b) or not a:
+        return False
+    for x, y in zip(a, b, strict=True):
+        if is_nan(x) or is_nan(y):
+            if not (is_nan(x) and is_nan(y)):
+                return False
+        elif abs(x - y) > ALIKE_RTOL * max(abs(x), abs(y)) + 1e-12:
+            return False
+    return True
+
+
+def alike_runs(results: Mapping[str, RunResult]) -> dict[str, str]:
+    """Run id → the first run id (in sorted order) that logged the same losses each round (to
+    float rounding), for every run that has such a twin: runs that trained alike, which a
+    table must count once, however their settings differ."""
+    firsts: list[str] = []
+    out = {}
+    for run_id in sorted(results):
+        log = results[run_id].logged
+        if not log:
+            continue
+        twin = next((f for f in firsts if _same_log(results[f].logged, log)), None)
+        if twin is None:
+            firsts.append(run_id)
+        else:
+            out[run_id] = twin
+            out.setdefault(twin, twin)
+    return out
 
 
 def _pct(x: Any) -> float:

@@ -70,22 +70,26 @@ def client_tsne_figure(panels: list[dict[str, Any]], title: str = "",
                        notes: Sequence[str] = ()) -> Any:
     """One t-SNE panel per run (VHL Fig. 2): `panels` are {"title", "frame"} with a frame of
     columns x, y, class, client; colour: class, marker: client, both explained in a legend
-    beside the last panel; `notes` under the figure."""
+    beside the last panel (in the free slot of a row of two, where there is one); `notes` as
+    its notes (its caption in the report)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from fedhet.figures.footnote import add_footnote
-    from fedhet.figures.legends import class_colours, class_legend, marker_handles
+    from fedhet.figures.legends import (class_colours, class_handles, class_legend, legend_in,
+                                        marker_handles, panel_grid)
     from fedhet.figures.titles import figure_title
 
     num_classes = max(int(p["frame"]["class"].max()) for p in panels) + 1
     cmap = class_colours(num_classes)
-    width, height = 3.4 * len(panels) + 1.4, 3.7
-    fig, axes = plt.subplots(1, len(panels), figsize=(width, height), squeeze=False)
+    # two panels a row (three in a row are shrunk past reading in the report's pane)
+    fig, axes, slot = panel_grid(len(panels), 3.4, 3.3, legend_w=1.5)
+    width, height = fig.get_size_inches()
+    height += 0.4  # the title
     clients: list[Any] = []
-    for ax, panel in zip(axes[0], panels, strict=True):
+    for ax, panel in zip(axes, panels, strict=True):
         for client, part in panel["frame"].groupby("client"):
             if client not in clients:
                 clients.append(client)
@@ -96,7 +100,11 @@ def client_tsne_figure(panels: list[dict[str, Any]], title: str = "",
         ax.set_xticks([])
         ax.set_yticks([])
     markers = {f"client {c}": MARKERS[m % len(MARKERS)] for m, c in enumerate(clients)}
-    class_legend(axes[0][-1], marker_handles(markers), num_classes)
+    if slot is not None:
+        handles = marker_handles(markers) + class_handles(num_classes)
+        legend_in(slot, handles=handles, fontsize=7, ncol=1 if len(handles) <= 16 else 2)
+    else:
+        class_legend(axes[-1], marker_handles(markers), num_classes)
     if title:
         figure_title(fig, title)
     add_footnote(fig, list(notes), width, height)
@@ -116,9 +124,11 @@ def cmd_client_tsne(args: argparse.Namespace) -> int:
         frame = tsne_frame(f["features"], {"class": f["class"], "client": f["client"]},
                            seed=0, max_points=None)
         panels.append({"title": f"{label} (round {f['round']})", "frame": frame})
+    from fedhet.figures.save import save_figure
+
     fig = client_tsne_figure(panels, args.title, args.note)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=150)
+    save_figure(fig, args.out)
     plt.close(fig)
     print(args.out)
     return 0
@@ -137,7 +147,7 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--per-class", type=int, default=8)
     p.add_argument("--title", default="")
     p.add_argument("--note", action="append", default=[],
-                   help="a paragraph of the footnote (repeat for more)")
+                   help="a paragraph of the figure's notes (repeat for more)")
     p.set_defaults(func=cmd_virtual_grid)
 
     p = sub.add_parser("client-tsne",
@@ -149,5 +159,5 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--title", default="")
     p.add_argument("--note", action="append", default=[],
-                   help="a paragraph of the footnote (repeat for more)")
+                   help="a paragraph of the figure's notes (repeat for more)")
     p.set_defaults(func=cmd_client_tsne)

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedhet import atomic
 
 
 def grid_array(x: torch.Tensor, y: torch.Tensor, per_class: int = 8,
@@ -37,7 +36,7 @@ def virtual_grid_figure(x: torch.Tensor, y: torch.Tensor, per_class: int = 8,
                         notes: Sequence[str] = ()) -> Any:
     """A matplotlib figure (Agg) of `per_class` images per class, one class per row, labelled
     by class, with the title wrapped to its width and `notes` (the scale's note every paper
-    figure carries) as its footnote."""
+    figure carries) as its notes (its caption in the report)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,8 +70,11 @@ def virtual_grid_png(x: torch.Tensor, y: torch.Tensor, path: str | os.PathLike,
     """Write the virtual_grid_figure as a PNG, atomically. Returns the path."""
     import matplotlib.pyplot as plt
 
+    from fedhet.figures.save import save_figure
+
     fig = virtual_grid_figure(x, y, per_class, title, max_classes, notes)
     try:
-        return atomic.write_with(path, lambda fh: fig.savefig(fh, format="png", dpi=150))
+        save_figure(fig, Path(path))
+        return Path(path)
     finally:
         plt.close(fig)

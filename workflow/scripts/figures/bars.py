@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.save import save_figure  # noqa: E402
 from fedhet.figures.labels import axis_title, metric_label  # noqa: E402
 from fedhet.figures.titles import figure_title  # noqa: E402
 
@@ -111,7 +112,7 @@ def main(sm) -> None:
     if missing:
         notes.append("not shown: " + "; ".join(missing))
     add_footnote(fig, notes, width)
-    fig.savefig(sm.output[0], dpi=150)
+    save_figure(fig, sm.output[0])
     print(f"{len(df)} runs, {len(missing)} not shown", file=sys.stderr)
 
 

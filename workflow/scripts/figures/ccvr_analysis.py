@@ -22,8 +22,17 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
+from fedhet.figures.save import save_figure  # noqa: E402
 from fedhet.figures.labels import axis_title, layer_labels  # noqa: E402
-from fedhet.figures.legends import class_colours, class_legend, legend_beside, retitle  # noqa: E402
+from fedhet.figures.legends import (  # noqa: E402
+    class_colours,
+    class_handles,
+    class_legend,
+    legend_beside,
+    legend_in,
+    panel_grid,
+    retitle,
+)
 from fedhet.figures.titles import figure_title  # noqa: E402
 
 # the three layers of the pairwise CKA figure, by position (CCVR Fig. 1)
@@ -133,10 +142,13 @@ def plot_norms(payload, sm):
     wanted = opts.get("rounds", ["first", "middle", "last"])
     names = varying_axes(payload) or ["data"]
     cells = [c for c in payload["cells"] if c["run_ids"]]
-    fig, axes = plt.subplots(
-        len(cells), 1 + len(wanted), figsize=(3.0 * (1 + len(wanted)), 2.8 * len(cells)),
+    # a column per cell, a row per panel kind (the label counts, then each round): four panels
+    # in a row are shrunk past reading in the report's pane
+    fig, grid = plt.subplots(
+        1 + len(wanted), len(cells), figsize=(3.4 * len(cells), 2.6 * (1 + len(wanted)) + 0.5),
         squeeze=False,
     )
+    axes = grid.T  # axes[cell][panel]
     runs = []  # per cell: its name, label counts and the norm matrix of each wanted round
     for cell in cells:
         run_dir = Path(f"{sm.params.results}/runs") / cell["run_ids"][0]
@@ -184,7 +196,7 @@ def plot_calibration(payload, sm):
     ax.set_xticks(range(len(values)))
     ax.set_xticklabels([f"{v:g}" for v in values])
     ax.set_xlabel({"fraction": "share of the training data (IID)",
-                   "samples_per_class": "virtual features per class M_c"}.get(x, x))
+                   "samples_per_class": "virtual features per class, $M_c$"}.get(x, x))
     ax.set_ylabel("test accuracy (%)")
     legend_beside(ax, fontsize=7)  # the lines span the panel: no place inside is free
     return fig, f"{len(df)} calibrations"
@@ -222,7 +234,9 @@ def plot_calibration_tsne(payload, sm):
     )
     classes = int(frame[["truth", "pred_before", "pred_after"]].to_numpy().max()) + 1
     cmap = class_colours(classes)
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4.2))
+    # two panels a row, the class legend in the free slot after the third (three in a row are
+    # shrunk past reading in the report's pane)
+    fig, axes, slot = panel_grid(3, 3.5, 3.4, legend_w=1.2)
     for ax, col, title in zip(
         axes,
         ("truth", "pred_before", "pred_after"),
@@ -234,7 +248,11 @@ def plot_calibration_tsne(payload, sm):
         ax.set_title(title, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    class_legend(axes[-1], [], classes)
+    if slot is not None:
+        legend_in(slot, handles=class_handles(classes), fontsize=7,
+                  ncol=1 if classes <= 12 else 2)
+    else:
+        class_legend(axes[-1], [], classes)
     return fig, f"{len(frame)} points"
 
 
@@ -266,7 +284,7 @@ def main(sm) -> None:
     figure_title(fig, spec["title"])
     add_footnote(fig, figure_notes(sm.wildcards.scale, sm.params.note, spec),
                  width, height)
-    fig.savefig(sm.output[0], dpi=150)
+    save_figure(fig, sm.output[0])
     print(summary, file=sys.stderr)
 
 

@@ -18,7 +18,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
-from fedhet.figures.legends import legend_beside, retitle  # noqa: E402
+from fedhet.figures.save import save_figure  # noqa: E402
+from fedhet.figures.legends import legend_beside, legend_in, panel_grid, retitle  # noqa: E402
 from fedhet.figures.titles import figure_title  # noqa: E402
 
 PERCENT = {"test_acc", "mean_domain_acc"}
@@ -87,9 +88,14 @@ def main(sm) -> None:
     facet = spec.get("facet")
     panels = list(dict.fromkeys(df[facet])) if facet and not df.empty else [None]
     keyed = spec.get("hue") or spec.get("style")
-    width = (6.4 if len(panels) == 1 else 3.4 * len(panels)) + (1.6 if keyed else 0.0)
-    fig, axes = plt.subplots(1, len(panels), figsize=(width, 4.2), sharey=True, squeeze=False)
-    axes = axes[0]
+    if len(panels) == 1:
+        width, height = 6.4 + (1.6 if keyed else 0.0), 4.2
+        fig, axes = plt.subplots(1, 1, figsize=(width, height), squeeze=False)
+        axes, slot = list(axes[0]), None
+    else:  # two panels a row: four in a row are shrunk past reading in the report's pane
+        fig, axes, slot = panel_grid(len(panels), 3.6, 3.1, 1.6 if keyed else 0.0, sharey=True)
+        width, height = fig.get_size_inches()
+        height += 0.5  # the title
     if df.empty:
         axes[0].text(0.5, 0.5, "no curve yet (all methods pending)", ha="center", va="center")
         axes[0].set_axis_off()
@@ -103,12 +109,14 @@ def main(sm) -> None:
             draw(ax, part, spec, several, legend=k == len(panels) - 1)
             if panel is not None:
                 ax.set_title(panel, fontsize=8)
+            if slot is not None and ax.get_legend() is not None:
+                legend_in(slot, ax, fontsize=7, title_fontsize=7)
     figure_title(fig, spec["title"])
     notes = figure_notes(sm.wildcards.scale, sm.params.note, spec)
     if pending:
         notes.append("not shown (pending): " + "; ".join(pending))
-    add_footnote(fig, notes, width)
-    fig.savefig(sm.output[0], dpi=150)
+    add_footnote(fig, notes, width, height)
+    save_figure(fig, sm.output[0])
     print(f"{len(df)} points, {len(pending)} pending", file=sys.stderr)
 
 

@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.save import save_figure  # noqa: E402
 from fedhet.figures.labels import runs_label  # noqa: E402
 from fedhet.figures.titles import figure_title  # noqa: E402
 
@@ -107,7 +108,7 @@ def main(sm) -> None:
         notes.append(f"Clients shown: {', '.join(map(str, shown))} of {data['num_clients']}.")
     notes += item_notes(spec)
     add_footnote(fig, notes, width, height)
-    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    save_figure(fig, sm.output[0], tight=True)
     print(f"{len(panels)} panels, {num_classes} classes, {per_class} per class", file=sys.stderr)
 
 

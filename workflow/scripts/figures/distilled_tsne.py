@@ -26,6 +26,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.save import save_figure  # noqa: E402
 from fedhet.figures.labels import domain_label  # noqa: E402
 from fedhet.figures.legends import class_colours, class_legend  # noqa: E402
 from fedhet.figures.titles import figure_title  # noqa: E402
@@ -79,7 +80,7 @@ def main(sm) -> None:
              "distilled before any federated round)."]
     notes += item_notes(spec)
     add_footnote(fig, notes, width, 4.0)
-    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    save_figure(fig, sm.output[0], tight=True)
     print(f"{len(points)} points: {counts}", file=sys.stderr)
 
 

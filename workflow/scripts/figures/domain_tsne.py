@@ -28,8 +28,10 @@ MARKERS = ("o", "^", "s", "D")
 
 def main(sm) -> None:
     from fedhet.figures.footnote import add_footnote, item_notes
+    from fedhet.figures.save import save_figure
     from fedhet.figures.labels import domain_label, runs_label
-    from fedhet.figures.legends import class_colours, class_legend, marker_handles
+    from fedhet.figures.legends import (class_colours, class_handles, class_legend, legend_in,
+                                        marker_handles, panel_grid)
     from fedhet.figures.titles import figure_title
 
     payload = sm.params.payload
@@ -47,10 +49,12 @@ def main(sm) -> None:
               "perplexity": float(options.get("perplexity", 30.0))}
     data = figure_data("domain-tsne", ["--runs", *runs], wanted,
                        getattr(sm.params, "device", "auto"))
-    width = 3.4 * len(cells) + 1.6
-    fig, axes = plt.subplots(1, len(cells), figsize=(width, 3.9), squeeze=False)
+    # two panels a row: more in a row are shrunk past reading in the report's pane
+    fig, axes, slot = panel_grid(len(cells), 3.4, 3.4, legend_w=1.6)
+    width, height = fig.get_size_inches()
+    height += 0.5  # the title
     num_classes, shown, counts = 0, [], {}
-    for ax, result, label in zip(axes[0], data["runs"], cell_labels(cells), strict=True):
+    for ax, result, label in zip(axes, data["runs"], cell_labels(cells), strict=True):
         shown = result["domains"]
         num_classes = max(num_classes, result["num_classes"])
         points = result["points"]
@@ -66,7 +70,11 @@ def main(sm) -> None:
         ax.set_yticks([])
     markers = {f"domain: {domain_label(name)}": MARKERS[m % len(MARKERS)]
                for m, name in enumerate(shown)}
-    class_legend(axes[0][-1], marker_handles(markers), num_classes)
+    if slot is not None:
+        legend_in(slot, handles=marker_handles(markers) + class_handles(num_classes),
+                  fontsize=7)
+    else:
+        class_legend(axes[-1], marker_handles(markers), num_classes)
     figure_title(fig, spec["title"])
     notes = [f"scale {sm.wildcards.scale}: {sm.params.note}",
              "Features: the final global model's classifier input on test images "
@@ -77,8 +85,8 @@ def main(sm) -> None:
         notes.append("not shown: " + "; ".join(
             f"{runs_label(c, spec)} ({c['pending']})" for c in pending))
     notes += item_notes(spec)
-    add_footnote(fig, notes, width, 3.9)
-    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    add_footnote(fig, notes, width, height)
+    save_figure(fig, sm.output[0], tight=True)
     print(json.dumps({"domains": shown, "points": counts}), file=sys.stderr)
 
 

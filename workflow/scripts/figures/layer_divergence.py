@@ -21,6 +21,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, figure_notes  # noqa: E402
+from fedhet.figures.save import save_figure  # noqa: E402
 from fedhet.figures.labels import layer_labels  # noqa: E402
 from fedhet.figures.legends import legend_beside  # noqa: E402
 from fedhet.figures.titles import figure_title  # noqa: E402
@@ -62,10 +63,12 @@ def main(sm) -> None:
     files = {Path(p).parent.name: Path(p) for p in sm.input}
     cells = [c for c in payload["cells"] if not c["pending"] and c["run_ids"]]
     sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(max(1, len(cells)), 2, figsize=(11.0, 3.2 * max(1, len(cells))),
-                             squeeze=False)
+    # two panels a row, 8.6 inches wide: the report's pane shows their legends readably
+    rows = max(1, len(cells))
+    fig, axes = plt.subplots(rows, 2, figsize=(8.6, 3.3 * rows + 0.5), squeeze=False)
     for row, cell in enumerate(cells):
-        title = " · ".join(cell["display"][a] for a in ("dataset", "algorithm") if a in cell["display"])
+        title = ", ".join(cell["display"][a] for a in ("dataset", "algorithm")
+                          if a in cell["display"])
         for col, (key, what) in enumerate(GROUPS):
             ax = axes[row][col]
             parts = [load(files[rid], key, count).assign(seed=s)
@@ -80,11 +83,11 @@ def main(sm) -> None:
             ax.set_xlabel("communication round")
             ax.set_ylabel("divergence ÷ its maximum")
             ax.set_title(f"({'ab'[col]}) {what}: {title}", fontsize=8)
-            legend_beside(ax, fontsize=5, title=what, title_fontsize=6)
+            legend_beside(ax, fontsize=6.5, title=what, title_fontsize=6.5)
     width, height = fig.get_size_inches()
     figure_title(fig, spec["title"])
     add_footnote(fig, figure_notes(sm.wildcards.scale, sm.params.note, spec), width, height)
-    fig.savefig(sm.output[0], dpi=150)
+    save_figure(fig, sm.output[0])
     print(f"{len(cells)} runs", file=sys.stderr)
 
 

@@ -27,6 +27,7 @@ from fedhet.figures.commands import cell_labels, figure_data  # noqa: E402
 
 def main(sm) -> None:
     from fedhet.figures.footnote import add_footnote, item_notes
+    from fedhet.figures.save import save_figure
     from fedhet.figures.labels import runs_label
     from fedhet.figures.titles import figure_title
 
@@ -81,7 +82,7 @@ def main(sm) -> None:
             f"{runs_label(c, spec)} ({c['pending']})" for c in pending))
     notes += item_notes(spec)
     add_footnote(fig, notes, width, 4.6)
-    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    save_figure(fig, sm.output[0], tight=True)
     print(json.dumps(summary, indent=1), file=sys.stderr)
 
 

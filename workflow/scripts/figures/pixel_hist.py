@@ -24,7 +24,9 @@ import numpy as np  # noqa: E402
 
 from fedhet.figures.commands import figure_data  # noqa: E402
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.save import save_figure  # noqa: E402
 from fedhet.figures.labels import domain_label, runs_label  # noqa: E402
+from fedhet.figures.legends import legend_beside, legend_in, panel_grid  # noqa: E402
 from fedhet.figures.titles import figure_title  # noqa: E402
 
 CHANNELS = {1: ["gray"], 3: ["red", "green", "blue"]}
@@ -51,11 +53,13 @@ def main(sm) -> None:
     channels = CHANNELS.get(count, [f"channel {c}" for c in range(count)])
     edges = np.asarray(data["edges"])
     centres = (edges[:-1] + edges[1:]) / 2
-    width = min(15.0, 3.6 * len(channels) + 2.6)
-    fig, axes = plt.subplots(1, len(channels), figsize=(width, 3.8), squeeze=False,
-                             sharey=True)
+    # two panels a row (three in a row are shrunk past reading in the report's pane); the
+    # legend in the free slot after the last or beside it
+    fig, axes, slot = panel_grid(len(channels), 3.7, 3.0, legend_w=2.4, sharey=True)
+    width, height = fig.get_size_inches()
+    height += 0.5  # the title
     cmap = plt.get_cmap("tab10" if len(clients) <= 10 else "tab20")
-    for c, (ax, name) in enumerate(zip(axes[0], channels, strict=True)):
+    for c, (ax, name) in enumerate(zip(axes, channels, strict=True)):
         for n, client in enumerate(clients):
             ax.plot(centres, 100 * np.asarray(client["shares"][c]), color=cmap(n % cmap.N),
                     linewidth=1.1, label=client_label(client))
@@ -65,9 +69,14 @@ def main(sm) -> None:
         if spec.get("yscale"):
             ax.set_yscale(spec["yscale"])
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(f"share of the client's pixels (%, bins of {256 / bins:g})")
-    axes[0][-1].legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                       title="client", title_fontsize=7)
+    for k, ax in enumerate(axes):
+        if k % 2 == 0:
+            ax.set_ylabel(f"share of pixels (%, bins of {256 / bins:g})")
+    if slot is not None:
+        legend_in(slot, axes[-1], handles=axes[-1].get_legend_handles_labels()[0],
+                  fontsize=7, title="client", title_fontsize=7)
+    else:
+        legend_beside(axes[-1], fontsize=7, title="client", title_fontsize=7)
     cell = next((c for c in payload["cells"] if c["run_ids"]), None)
     what = runs_label(cell, spec) if cell else ""
     figure_title(fig, spec["title"] + (f" ({what})" if what else ""))
@@ -81,8 +90,8 @@ def main(sm) -> None:
         notes.append(f"Clients shown: {', '.join(str(c['client']) for c in clients)} of "
                      f"{data['num_clients']}.")
     notes += item_notes(spec)
-    add_footnote(fig, notes, width, 3.8)
-    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    add_footnote(fig, notes, width, height)
+    save_figure(fig, sm.output[0], tight=True)
     print(f"{len(clients)} clients, {len(channels)} channels, {bins} bins", file=sys.stderr)
 
 

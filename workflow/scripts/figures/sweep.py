@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fedhet.figures.footnote import add_footnote, item_notes  # noqa: E402
+from fedhet.figures.save import save_figure  # noqa: E402
 from fedhet.figures.labels import axis_title, metric_label  # noqa: E402
 from fedhet.figures.titles import figure_title  # noqa: E402
 
@@ -200,7 +201,7 @@ def main(sm) -> None:
     if missing:
         notes.append("not shown: " + "; ".join(missing))
     add_footnote(fig, notes, width)
-    fig.savefig(sm.output[0], dpi=150, bbox_inches="tight")
+    save_figure(fig, sm.output[0], tight=True)
     print(f"{len(df)} runs, {len(missing)} not shown", file=sys.stderr)
     if not df.empty:
         print(df.groupby(["facet", "hue", "x"])["value"].agg(["mean", "std", "count"])
