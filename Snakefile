@@ -19,6 +19,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/execution.smk"
 
 
 report: REPORT_TEXT
@@ -41,8 +42,8 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/posthoc.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
-include: "workflow/rules/report.smk"
 include: "workflow/rules/leaderboard.smk"
+include: "workflow/rules/report.smk"
 
 
 # Default target: every table and figure of config['papers'], the scorecard and the report.
@@ -72,12 +73,12 @@ include: "workflow/rules/targets.smk"
 
 # Jobs on this machine start from one process that has imported torch (config: forkserver).
 # (What a leaderboard will train is printed while the workflow is read, under -n too:
-# common.smk, announce_leaderboard.)
+# leaderboard.smk, announce_leaderboard.)
 onstart:
     start_forkserver()
 
 
-# At the end the fork server stops (common.smk also cancels Snakemake's pending re-selections
+# At the end the fork server stops (execution.smk also cancels Snakemake's pending re-selections
 # at exit, so that the process exits at once, even when interrupted).
 onsuccess:
     stop_forkserver()

@@ -24,7 +24,7 @@ SLURM = PROFILES / "slurm" / "config.yaml"
 SLURM_CI = PROFILES / "slurm-ci" / "config.yaml"
 PARTITIONS = PROFILES / "slurm" / "partitions.yaml"
 TRAIN = "train"  # name of the training rule in the workflow
-# what the workflow's GPU jobs declare at the demo scale (workflow/rules/common.smk, train.smk)
+# what the workflow's GPU jobs declare at the demo scale (workflow/rules/execution.smk, train.smk)
 GPU_JOB = {"gpu": 1, "mem_mb": 2000, "runtime": 6}
 
 

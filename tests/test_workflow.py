@@ -80,13 +80,13 @@ def test_full_dag_builds(scale):
 
 
 def test_slurm_resources_in_the_gpu_rules():
-    """Training and calibration ask for the GPUs of one declaration (common.smk: the scale's,
+    """Training and calibration ask for the GPUs of one declaration (execution.smk: the scale's,
     or $FEDHET_JOB_GPUS); training asks for them as `gres` instead where it is packed for a
     cluster (job_gpu_resource, job_gres)."""
     rules = ROOT / "workflow" / "rules"
     assert re.search(r"gpu=job_gpu_resource,\s+gres=job_gres,", (rules / "train.smk").read_text())
     assert re.search(r"gpu=job_gpus,", (rules / "posthoc.smk").read_text())
-    assert 'return int(RES["gpu"])' in (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    assert 'return int(RES["gpu"])' in (rules / "execution.smk").read_text()
     for scale in ("demo", "small", "paper"):
         res = yaml.safe_load((ROOT / "config" / "scales" / f"{scale}.yaml").read_text())[
             "resources"

@@ -4,6 +4,10 @@
 # the run (fedhet.experiments.jobs.artefacts): every run that needs one lists it as an input, so
 # it is built once and shared by all of them.
 
+
+include: "artefacts_functions.smk"
+
+
 for _family in ARTEFACT_FAMILIES.values():
 
     rule:

@@ -4,6 +4,9 @@
 # machine (downloads need the network that cluster nodes often lack).
 
 
+include: "data_functions.smk"
+
+
 rule prepare_data:
     output:
         "resources/datasets/{dataset_key}.path",

@@ -4,6 +4,20 @@
 # analyses as cluster jobs (`analysis_figure`). A new kind needs no rule.
 
 
+include: "figures_functions.smk"
+
+
+# Params of the figure rules (workflow/rules/figures.smk).
+FIGURE_PARAMS = {
+    "payload": figure_payload,
+    "note": item_note("figure"),
+    "script": lambda wildcards: figure_kind(wildcards).script,
+    "caption": lambda wildcards: figure_kind(wildcards).caption,
+    "results": f"results/{SCALE}",
+    "device": EXP.scale_config.get("runtime", {}).get("device", "auto"),
+}
+
+
 rule figure:
     input:
         figure_inputs,

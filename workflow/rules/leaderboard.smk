@@ -5,8 +5,13 @@
 # same run ids, trained once); only the entry's cells train. Written to
 # results/<scale>/leaderboard/<entry>/: each table with the entry, its cells per seed
 # (cells.csv), the ranking (leaderboard.*) and what the entry is (entry.json), its own entry in
-# the report; and results/<scale>/leaderboard/overview.*, every entry side by side. Without
-# challengers (and no leaderboard on disk) no rule here has a job.
+# the report; and results/<scale>/leaderboard/overview.*, every entry side by side. The entries
+# of leaderboards built before that the config does not name are kept while they are what they
+# were built from (their report entries stay). Without challengers (and no leaderboard on disk)
+# no rule here has a job.
+
+
+include: "leaderboard_functions.smk"
 
 
 rule leaderboard_table:

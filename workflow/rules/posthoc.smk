@@ -6,7 +6,7 @@
 # `posthoc` in a paper config).
 
 
-import os
+include: "posthoc_functions.smk"
 
 
 rule calibrate:

@@ -5,6 +5,9 @@
 # whenever a table, figure, caption, the stylesheet or the script changes.
 
 
+include: "report_functions.smk"
+
+
 rule report:
     input:
         results=all_results(),

@@ -2,6 +2,14 @@
 # long CSV shared by all papers plus Markdown and HTML laid out like the paper's table.
 
 
+include: "tables_functions.smk"
+
+
+# The scorecard's entry in the report's sidebar: first, before the papers'.
+SCORECARD_CATEGORY = papers.SCORECARD_CATEGORY
+SCORECARD_LABELS = {"page": "the papers' claims checked on our numbers"}
+
+
 rule table:
     input:
         table_inputs,

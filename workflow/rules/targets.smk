@@ -2,6 +2,10 @@
 # <paper>_<id>` one of them (ids as in shared PAPER_MAP.md, lowercase: vhl_t1, vhl_fig3b, ...).
 # A paper with nothing configured yet gets a target that only prints a message.
 
+
+include: "targets_functions.smk"
+
+
 for _target, _item in ITEMS.items():
 
     rule:

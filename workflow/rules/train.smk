@@ -10,6 +10,9 @@
 # `round_seconds`) and final.json (`mean_step_seconds`).
 
 
+include: "train_functions.smk"
+
+
 rule train:
     input:
         unpack(train_inputs),

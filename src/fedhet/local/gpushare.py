@@ -1,7 +1,7 @@
 """Shares of this machine's GPUs for the GPU jobs of a local workflow run.
 
 A Snakemake run on a workstation starts up to visible GPUs × `runs_per_gpu` GPU jobs at once
-(workflow/rules/common.smk) and publishes its plan in $FEDHET_GPU_SHARES (JSON: the devices,
+(workflow/rules/execution.smk) and publishes its plan in $FEDHET_GPU_SHARES (JSON: the devices,
 the shares of each, the GPUs a job takes and the slot directory). Every GPU command of such a
 job (`GPU_COMMANDS`) claims its GPUs before it does anything else, whether the fork server
 then runs it or it runs in its own process: the least busy devices that have a free share, and

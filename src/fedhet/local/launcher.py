@@ -1,5 +1,5 @@
 """Start and stop the fork server of a local workflow run (`fedhet.local.server`; what
-`workflow/rules/common.smk` uses), and tell whether it would serve the jobs' `fedhet` command."""
+`workflow/rules/execution.smk` uses), and tell whether it would serve the jobs' `fedhet` command."""
 
 from __future__ import annotations
 
