@@ -18,10 +18,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from fedhet.figures.labels import axis_title, domain_label, layer_labels, runs_label  # noqa: E402
-from figure_checks import assert_legible  # noqa: E402
-from test_fedlgd_figures import footnote, sm_of  # noqa: E402
-from test_figure_layout import (  # noqa: E402
-    DEMO,
+from figure_builders import (  # noqa: E402
     bars_figure,
     cell,
     cka_figure,
@@ -33,6 +30,8 @@ from test_figure_layout import (  # noqa: E402
     run_script,
     write_runs,
 )
+from figure_checks import assert_legible  # noqa: E402
+from test_fedlgd_figures import footnote, sm_of  # noqa: E402
 from test_figures import load_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +74,7 @@ def test_a_long_title_wraps_inside_a_one_panel_curve(tmp_path):
 
 
 def test_a_long_title_wraps_inside_a_narrow_bar_chart(tmp_path, monkeypatch):
-    monkeypatch.setattr("test_figure_layout.bars_payload", lambda: narrow_bars())
+    monkeypatch.setattr("figure_builders.bars_payload", lambda: narrow_bars())
     fig = bars_figure(tmp_path, monkeypatch)
     assert_legible(fig)
     assert " ".join(fig._suptitle.get_text().split()) == FEDBR_6B
@@ -106,7 +105,7 @@ def test_legends_and_axes_print_names_not_axis_keys(tmp_path, monkeypatch):
         return {"spec": {"title": "Fig. 6", "x": "data", "hue": "algorithm"},
                 "cells": [bar("CIFAR-10", "FedAvg", "a0"), bar("CIFAR-10", "FedBR", "b0")]}
 
-    monkeypatch.setattr("test_figure_layout.bars_payload", keyed)
+    monkeypatch.setattr("figure_builders.bars_payload", keyed)
     fig = bars_figure(tmp_path, monkeypatch)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "dataset" and ax.get_legend().get_title().get_text() == "algorithm"

@@ -20,7 +20,8 @@ Definitions follow the papers (VHL §5.2, FedImpro §5.1):
 
 Modules: `schema` (CSV columns, statuses), `results` (a run's or calibration's files →
 `RunResult`), `maths` (per-seed maths), `metrics` (the metric registry, `METRICS`), `compute`
-(`compute_table`, averages, CSV), `render` (layout, Markdown, HTML), `claims` (the scorecard).
+(`compute_table`, averages, CSV), `render` (layout, Markdown, HTML), `identical` (rows that are
+the same runs, and their legend), `claims` (the scorecard).
 """
 
 from fedhet.tables.claims import _better, _select, evaluate_claim
@@ -52,13 +53,13 @@ from fedhet.tables.metrics import (
     metric_names,
     uses_rounds,
 )
+from fedhet.tables.identical import identical_rows
 from fedhet.tables.render import (
     _gain_text,
     cell_text,
     fmt,
     gain_cell_text,
     header_of,
-    identical_rows,
     layout,
     render_html,
     render_markdown,
