@@ -8,7 +8,7 @@ shows the mean of the 5 best evaluations (FedBR's "Acc").
 Budget (a CPU's, not the paper's 1000 rounds × 50 steps at lr 0.001 with the full-width CNN):
 `--rounds` rounds (default 60) of `--local-steps` steps (default 20) at lr 0.05, the CNN at
 `--width` 0.25, evaluated every 3 rounds. Needs Fashion-MNIST seeded
-(`python -m fedhet.data seed-fmnist`).
+(`fedhet seed-fmnist`).
 
     python benchmarks/fedbr_rotated_fmnist.py --out results/evidence/fedbr_fmnist
 """

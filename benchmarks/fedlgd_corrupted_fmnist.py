@@ -18,7 +18,7 @@ per class (paper 256) against a random ConvNet of `--embed-width` (paper 1 = 128
 trained ConvNet at `--width` (paper 1), `--local-steps` / `--server-steps` distillation steps
 (paper 100 / 500), `--base-per-class` Fashion-MNIST test images per class (all 1,000 = paper
 size), `--eval-every` rounds between evaluations. Needs Fashion-MNIST seeded
-(`python -m fedhet.data seed-fmnist`).
+(`fedhet seed-fmnist`).
 
     python benchmarks/fedlgd_corrupted_fmnist.py --out results/evidence/fedlgd_fmnist
 """

@@ -34,7 +34,7 @@ at all.
     python benchmarks/flower_vs_fedhet.py                  # needs Flower: pip install -e .[flower]
     python benchmarks/flower_vs_fedhet.py --skip-flower    # fedhet and the tutorial loop only
 
-Needs Fashion-MNIST seeded (`python -m fedhet.data seed-fmnist`). Child processes import this
+Needs Fashion-MNIST seeded (`fedhet seed-fmnist`). Child processes import this
 file as the module `flower_vs_fedhet` rather than as `__main__`, so that Ray's workers find its
 functions by reference.
 """

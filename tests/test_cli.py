@@ -14,11 +14,23 @@ from fedhet.models import build_model
 
 
 def test_every_subcommand_has_help(capsys):
-    for command in ("train", "run-id", "prepare-data", "partition", "evaluate", "bench", "methods"):
+    for command in ("train", "run-id", "prepare-data", "datasets", "seed-fmnist", "partition",
+                    "evaluate", "bench", "gpu-check", "methods"):
         with pytest.raises(SystemExit) as exit_:
             build_parser().parse_args([command, "--help"])
         assert exit_.value.code == 0
         assert "usage: fedhet " + command in capsys.readouterr().out
+
+
+def test_the_fork_servers_command_works_but_is_not_offered(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    listing = capsys.readouterr().out
+    assert "gpu-check" in listing and "run-script" not in listing
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nprint('ran', sys.argv[0])\n")
+    assert main(["run-script", str(script)]) == 0
+    assert capsys.readouterr().out == f"ran {script}\n"
 
 
 def test_train_then_evaluate_through_the_cli(tmp_path, capsys, monkeypatch):

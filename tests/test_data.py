@@ -287,17 +287,17 @@ def test_real_fmnist_through_torchvision(tmp_path):
     assert data.checksum == file_sha256(cache_path("fmnist", tmp_path))
 
 
-def test_module_command_lists_and_seeds(tmp_path, capsys):
-    from fedhet.data.__main__ import main
+def test_the_dataset_commands_list_and_seed(tmp_path, capsys):
+    from fedhet.cli import main
 
-    assert main(["list"]) == 0
+    assert main(["datasets"]) == 0
     assert "digits_domains" in capsys.readouterr().out
     source = tmp_path / "src"
     source.mkdir()
     for name in FMNIST_SHA256:
         (source / name).write_bytes(b"x")
-    with pytest.raises(DatasetNotAvailable, match="not the standard Fashion-MNIST"):
-        main(["seed-fmnist", str(source), "--root", str(tmp_path / "root")])
+    assert main(["seed-fmnist", str(source), "--root", str(tmp_path / "root")]) == 2
+    assert "not the standard Fashion-MNIST" in capsys.readouterr().err
     if DEBIAN_FMNIST_DIR.is_dir():
         assert main(["seed-fmnist", "--root", str(tmp_path / "root")]) == 0
         assert capsys.readouterr().out.strip() == str(fmnist_raw_dir(tmp_path / "root"))

@@ -17,6 +17,7 @@ import torch
 from fedhet.analysis.scale_cost import DEFAULT_THROUGHPUT
 from fedhet.bench import paper_round
 from fedhet.bench.gpucheck import parts
+from fedhet.bench.gpucheck.check import CPU_BUDGET, GPU_BUDGET, Budget, run_part, why_failed
 from fedhet.bench.gpucheck.records import (
     FIELDS,
     append_record,
@@ -197,6 +198,32 @@ def test_the_real_data_run_is_the_small_scale_fmnist_cell():
     assert run_id(run) == rid
     with pytest.raises(ValueError, match="0 runs match"):
         parts.cell_run(cell["target"], cell["scale"], {**cell["where"], "setting": "a9"})
+
+
+def test_each_part_gets_its_own_seconds_and_what_the_earlier_ones_left():
+    # on time: each part until its own deadline (90, 135, 207, 237 s), within the whole's 240 s
+    # less the summary's 5 (the last part: 28 s)
+    assert [GPU_BUDGET.limit(i, at) for i, at in enumerate((0, 90, 135, 207))] == [90, 45, 72, 28]
+    # early parts that finished sooner leave their seconds to the next
+    assert GPU_BUDGET.limit(1, 20.7) == 115
+    # late: never past the whole, and nothing at all once it is used up
+    assert GPU_BUDGET.limit(3, 230) == 5
+    assert GPU_BUDGET.limit(3, 236) == -1
+    # without a whole (the CPU smoke run) each part has its own seconds, whenever it starts
+    assert [CPU_BUDGET.limit(i, 1000) for i in range(4)] == [300] * 4
+    assert Budget((10, 10), 0).limit(1, 500) == 10
+
+
+def test_a_part_is_stopped_at_its_time_limit_its_output_kept(tmp_path, capfd):
+    log = tmp_path / "part.log"
+    slow = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+    assert run_part(slow, 1, log, dict(os.environ), tmp_path) == 124
+    assert log.read_text() == "started\n" and "started" in capfd.readouterr().out
+    assert why_failed(124, 1, log) == ("time limit 1 s reached; the records before this one are "
+                                       "what it measured")
+    failing = [sys.executable, "-c", "print('one'); print('two'); raise SystemExit(3)"]
+    assert run_part(failing, 30, log, dict(os.environ), tmp_path) == 3
+    assert why_failed(3, 30, log) == "exit 3: one two"
 
 
 def _cost(capsys, *args: str) -> dict:

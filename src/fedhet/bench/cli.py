@@ -1,5 +1,5 @@
-"""`fedhet bench`: its arguments, without importing torch until it runs (the other commands
-start faster)."""
+"""`fedhet bench` and `fedhet gpu-check`: their arguments, without importing torch until one
+runs (the other commands start faster)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    """The GPU check (`fedhet.bench.gpucheck.check`)."""
+    from fedhet.bench.gpucheck.check import main
+
+    return main(args)
+
+
 def add_subcommands(sub: Any) -> None:
+    """Add `bench` and `gpu-check` to the `fedhet` command's subparsers."""
     p = sub.add_parser("bench", help="local-training throughput: our engine vs a DataLoader baseline")
     p.add_argument("--model", default="simplecnn")
     p.add_argument("--width", type=float, default=1.0)
@@ -88,3 +96,22 @@ def add_subcommands(sub: Any) -> None:
                    "(ci/gpu-check.sh's gpu-check.json); the exit status is then 0 once every "
                    "measurement is recorded, failed ones included")
     p.set_defaults(func=cmd_bench)
+
+    from fedhet.bench.gpucheck import check
+
+    p = sub.add_parser("gpu-check", help="CUDA tests and benchmarks of this machine's GPU in at "
+                       "most four minutes, offline (ci/gpu-check.sh runs it from src/)",
+                       description=check.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cpu", action="store_true",
+                   help="every part shrunk to seconds, on the CPU (CI runs this so the check "
+                   "never rots)")
+    p.add_argument("--out", default="gpu-check.json", metavar="FILE",
+                   help="the results file (default: %(default)s)")
+    p.add_argument("--fmnist", metavar="DIR",
+                   help="Fashion-MNIST's four IDX files, .gz or not (default $FEDHET_FMNIST_DIR, "
+                   "else /usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist)")
+    p.add_argument("--work", metavar="DIR",
+                   help="scratch space for datasets, runs and logs (default: a temporary "
+                   "directory, deleted afterwards unless a part failed)")
+    p.set_defaults(func=cmd_gpu_check)

@@ -1,7 +1,8 @@
-"""`fedhet` command line: train, prepare-data, partition, evaluate, run-id, bench, cost,
-methods, timing, and the subcommands the packages register (`add_subcommands` of
-`fedhet.bench.cli`, `fedhet.analysis.cli`, ...). `args`: the argparse value types they share;
-`methods`: what `fedhet methods` prints.
+"""`fedhet` command line: train, run-id, partition, evaluate, methods, cost, timing, and the
+subcommands registered by `add_subcommands` of `fedhet.cli.data` (prepare-data, datasets,
+seed-fmnist), `fedhet.bench.cli` (bench, gpu-check), `fedhet.analysis.cli`, ... `args`: the
+argparse value types they share; `methods`: what `fedhet methods` prints. `run-script`, the fork
+server's way of running a workflow script, works but is left out of `fedhet --help`.
 
 Heavy imports (torch, torchvision) happen inside the commands, so `fedhet --help` and the
 torch-free commands stay fast.
@@ -93,30 +94,6 @@ def cmd_run_id(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_prepare_data(args: argparse.Namespace) -> int:
-    from fedhet.data import (
-        DATASETS,
-        prepare_dataset,
-        resolve_options,
-        verify_cache_file,
-    )
-
-    options = dict(args.options or {})
-    if args.download:
-        if "download" not in DATASETS.get(args.dataset).options:
-            raise ConfigError(f"dataset '{args.dataset}' is not downloaded; "
-                              f"see `python -m fedhet.data list` for how it is obtained")
-        options["download"] = True
-    resolved = resolve_options(args.dataset, options)
-    path = prepare_dataset(args.dataset, args.root, options)
-    checksum = verify_cache_file(path, args.dataset, resolved)
-    # the log of the workflow's prepare_data job: what was prepared, from what, verified
-    print(f"{args.dataset} {json.dumps(resolved, sort_keys=True)}: {path} "
-          f"(sha256 {checksum}, verified)", file=sys.stderr)
-    print(path)
-    return 0
-
-
 def cmd_partition(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -186,6 +163,10 @@ def cmd_run_script(args: argparse.Namespace) -> int:
     return 0
 
 
+# the command the fork server runs a workflow script with (`fedhet.local.protocol`)
+HIDDEN_COMMAND = "run-script"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedhet", description="Federated learning under data heterogeneity, reproducibly."
@@ -215,12 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_source(p)
     p.set_defaults(func=cmd_run_id)
 
-    p = sub.add_parser("prepare-data", help="build a dataset's cached tensor file and print its path")
-    p.add_argument("--dataset", required=True, help="dataset name (see fedhet.data.DATASETS)")
-    p.add_argument("--root", default="resources/datasets", help="dataset cache directory")
-    p.add_argument("--options", type=json_object, help="dataset options as JSON")
-    p.add_argument("--download", action="store_true", help="download raw files if missing")
-    p.set_defaults(func=cmd_prepare_data)
+    from fedhet.cli.data import add_subcommands as add_data_subcommands
+
+    add_data_subcommands(sub)
 
     p = sub.add_parser("partition", help="build a partition and print its client × class counts")
     p.add_argument("--dataset", required=True)
@@ -284,8 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cores the run had (default: the log's 'Provided cores')")
     p.set_defaults(func=cmd_timing)
 
-    p = sub.add_parser("run-script", help="run a workflow script (a Snakemake `script:` job's "
-                       "file) in this process, as `python SCRIPT` would")
+    # plumbing of the fork server (fedhet.local), not a user's command: left out of `fedhet
+    # --help` (no `help=`: argparse.SUPPRESS there prints "==SUPPRESS==" on Python 3.10-3.11;
+    # and not in the list of commands, below)
+    p = sub.add_parser(HIDDEN_COMMAND, description="Run a workflow script (a Snakemake `script:` "
+                       "job's file) in this process, as `python SCRIPT` would.")
     p.add_argument("script", help="the script file")
     p.set_defaults(func=cmd_run_script)
 
@@ -301,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fedhet.analysis.cli import add_subcommands as add_analysis_subcommands
 
     add_analysis_subcommands(sub)
+    sub.metavar = "{" + ",".join(name for name in sub.choices if name != HIDDEN_COMMAND) + "}"
     return parser
 
 

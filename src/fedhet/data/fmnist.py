@@ -7,7 +7,7 @@ sha256 values below; `torchvision.datasets.FashionMNIST(root, download=False)` t
 them. (The hashes were computed from the Debian files after checking that the first ten
 training labels are the canonical 9, 0, 0, 3, 0, 2, 7, 2, 5, 5.)
 
-From a shell: `python -m fedhet.data seed-fmnist [SOURCE_DIR] [--root ROOT]`.
+From a shell: `fedhet seed-fmnist [SOURCE_DIR] [--root ROOT]`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""`python -m fedhet.bench.gpucheck`: one part of the GPU check, a part's failure, or the summary.
+"""`python -m fedhet.bench.gpucheck`: one part of the GPU check, or a part's failure.
+
+`fedhet gpu-check` (`fedhet.bench.gpucheck.check`) runs each part so, in a process of its own,
+and records a part that did not finish.
 
 python -m fedhet.bench.gpucheck tests|shared-runs|real-run --out FILE --work DIR [--cpu]
     [--fmnist DIR]
 python -m fedhet.bench.gpucheck failed --out FILE --what PART --note WHY [--cpu]
-python -m fedhet.bench.gpucheck summary FILE    (exit 1 when a measurement failed)
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-from fedhet.bench.gpucheck.records import read_records, summary
 
 # What --cpu shrinks the parts to: seconds on a CPU, the same code paths.
 CPU_SHARED = {"runs": 2, "rounds": 2, "clients": 2, "local_steps": 1, "width": 0.0625}
@@ -47,14 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == "failed":
             p.add_argument("--what", required=True, help="the part that did not finish")
             p.add_argument("--note", required=True, help="why")
-    p = sub.add_parser("summary")
-    p.add_argument("file", type=Path)
     args = parser.parse_args(argv)
 
-    if args.command == "summary":
-        records = read_records(args.file)
-        print(summary(records))
-        return 0 if records and all(r["ok"] for r in records) else 1
     if args.command == "failed":
         return _failed(args)
 

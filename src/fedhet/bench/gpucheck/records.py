@@ -134,3 +134,11 @@ def summary(records: Sequence[Mapping[str, Any]], note_width: int = 60) -> str:
     failed = sum(not r["ok"] for r in records)
     lines.append(f"{len(records)} measurements, {failed} failed")
     return "\n".join(lines)
+
+
+def print_summary(path: str | os.PathLike) -> int:
+    """Print the summary table of the results file at `path`; the check's exit status: 0 when
+    it holds measurements and every one is ok, else 1."""
+    records = read_records(path)
+    print(summary(records), flush=True)
+    return 0 if records and all(r["ok"] for r in records) else 1
