@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPORT = Path(os.environ.get("FEDHET_REPORT") or ROOT / "reports" / "demo" / "ci-report.html")
 VIEWPORT = {"width": 1366, "height": 768}
 SLACK = 1  # CSS pixels: rounding of boxes
+EDGE = 8  # CSS pixels a table keeps clear of its pane's right edge
 
 # the content pane: the element after the sidebar (<nav>) in the template's outer row
 PANE = "document.querySelector('#app nav').nextElementSibling"
@@ -141,13 +142,14 @@ FRAME_TABLES = """() => {
   const wide = [];
   for (const t of document.querySelectorAll('table')) {
     const r = t.getBoundingClientRect();
-    if (r.right > w + %d || r.left < -%d)
-      wide.push(`a table spans x ${Math.round(r.left)}..${Math.round(r.right)} of ${w}`);
+    if (r.right > w - %d || r.left < -%d)
+      wide.push(`a table spans x ${Math.round(r.left)}..${Math.round(r.right)} of ${w}`
+                + ` (it keeps %d px clear of the right edge)`);
   }
   const titles = Array.from(document.querySelectorAll('h1, h2, h3, h4, title'))
                       .map((h) => h.textContent);
   return {wide, titles};
-}""" % (SLACK, SLACK)
+}""" % (EDGE, SLACK, EDGE)
 
 # a figure as shown: its PNG (the result's data) and its displayed and natural widths
 FIGURE_SHOWN = """() => {

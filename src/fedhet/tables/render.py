@@ -429,11 +429,11 @@ STYLE = (
     "td:target,td:has(>a:target){outline:2px solid #b45309;background:#fffbeb}"
 )
 # a table wider than its page (the report's pane) is set smaller, to 9 px at the least, until it
-# fits; again when the page is resized
+# fits inside the body's right margin; again when the page is resized
 FIT_SCRIPT = (
     "<script>(function(){var t=document.querySelector('table');if(!t)return;"
     "var base=parseFloat(getComputedStyle(t).fontSize);function fit(){t.style.fontSize='';"
-    "var size=base,room=document.documentElement.clientWidth-8;"
+    "var size=base,room=document.documentElement.clientWidth-24;"
     "while(t.getBoundingClientRect().right>room&&size>9){size-=0.5;"
     "t.style.fontSize=size+'px';}}fit();addEventListener('resize',fit);})();</script>"
 )
