@@ -23,7 +23,7 @@ from test_external_methods import TOY, Site, _forget, registered, unregister
 from test_workflow import fake_workflow, job_counts, snakemake
 
 from fedhet import experiments as X
-from fedhet.analysis.challenger import results_frame, table_rows
+from fedhet.leaderboard.rows import results_frame, table_rows
 from fedhet import catalog
 from fedhet.experiments import challengers
 from fedhet.experiments.challengers import comparable_tables, parse_challengers
@@ -476,7 +476,7 @@ def _env_with_site(env: dict[str, str], site: Path) -> dict[str, str]:
 
 @pytest.mark.workflow
 def test_the_leaderboard_builds_with_the_fake_and_reuses_the_papers_runs(site, tmp_path):
-    pytest.importorskip("fedhet.analysis.leaderboard")  # the ranking (its own tests)
+    pytest.importorskip("fedhet.leaderboard.ranking")  # the ranking (its own tests)
     work = tmp_path / "wf"
     work.mkdir()
     env = _env_with_site(fake_workflow(work), site.root)
@@ -648,7 +648,7 @@ def test_a_sweep_costs_its_entries_runs_and_nothing_more(site, tmp_path):
 def test_one_challenger_cell_trains_for_real(site, tmp_path):
     """The cheapest challenger run of the demo leaderboard, trained by the real `fedhet train`
     with the toy package installed: it completes with the id the DAG planned."""
-    from fedhet.analysis.challenger import training_work
+    from fedhet.leaderboard.rows import training_work
 
     exp = experiment([TOY_PLUGIN], papers=["ccvr", "fedbr"])
     board = exp.leaderboard["logitpen"]

@@ -155,8 +155,8 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    """Print what a scale costs before it runs (fedhet.analysis.scale_cost)."""
-    from fedhet.analysis.scale_cost import main as cost_main
+    """Print what a scale costs before it runs (fedhet.cost.estimate)."""
+    from fedhet.cost.estimate import main as cost_main
 
     return cost_main(args)
 
