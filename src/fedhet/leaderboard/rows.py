@@ -46,10 +46,10 @@ def training_work(run: Mapping[str, Any]) -> tuple[float, float]:
 def run_costs(run_dir: str | Path) -> dict[str, float]:
     """Costs of one finished run from its directory: `resolved.yaml` (training work),
     `metrics.jsonl` (bytes per round, seconds)."""
-    import yaml
+    from fedhet.saved import read_settings
 
     run_dir = Path(run_dir)
-    run = yaml.safe_load((run_dir / "resolved.yaml").read_text())
+    run = read_settings(run_dir).recorded
     sent, seconds = [], NAN
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         if not line.strip():

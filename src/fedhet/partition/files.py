@@ -139,3 +139,13 @@ def _check_loaded(part: Partition, labels: np.ndarray, full: Mapping[str, Any], 
     if checksum is not None and checksum != labels_checksum(labels):
         raise PartitionError(f"{path}: was made for different training labels")
     part.validate(labels.size)
+
+
+def client_partition(run: Mapping[str, Any], data: Any) -> tuple[list[np.ndarray],
+                                                                 list[np.ndarray] | None]:
+    """Each client's training indices (and per-sample rotation angles, if any) of a resolved
+    run: the whole training set for a centralized run, else its cached partition."""
+    if run["training"]["centralized"]:
+        return [np.arange(len(data.y_train))], None
+    part = load_or_make_partition(data, run["partition"], run["seed"])
+    return part.client_indices, part.client_angles

@@ -48,8 +48,7 @@ def client_features(run_dir: Path, clients: int, per_client: int) -> dict[str, A
     import numpy as np
     import torch
 
-    from fedhet.posthoc.ccvr import extract_features
-    from fedhet.saved import open_run
+    from fedhet.saved import extract_features, open_run
 
     saved = open_run(run_dir, device="cpu")
     files = saved.client_model_files()
