@@ -7,7 +7,8 @@ A saved run is its directory (`resolved.yaml`, `model.pt`, optional `snapshots/`
 trained — classifier outputs widened by its plug-ins, each plug-in's `prepare_model` applied
 (clsnorm's normalised head) — and gives the test-time view the engine used: the normalisation
 of test images and the plug-ins' logit map (VHL scores the natural classes only, or all
-outputs, as its `eval_protocol` says); `extract_features` gives a model's penultimate features as that view sees the images.
+outputs, as its `eval_protocol` says); `extract_features` gives a model's penultimate features
+as that view sees the images.
 """
 
 from __future__ import annotations
