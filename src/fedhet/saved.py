@@ -22,7 +22,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -33,10 +32,8 @@ from fedhet.engine.augment import Augmenter
 from fedhet.engine.device import pick_device
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.models import build_model
-from fedhet.partition import client_partition
+from fedhet.partition import ClientSplit, client_partition
 from fedhet.plugins import MODULES_PREFIX, Plugin, eval_logit_map, plugin_modules
-
-Partition = tuple[list[np.ndarray], list[np.ndarray] | None]
 
 
 @dataclass
@@ -60,7 +57,7 @@ class SavedSettings:
         d = self.run["dataset"]
         return load_dataset(d["name"], d["root"], d["options"])
 
-    def partition(self) -> Partition:
+    def partition(self) -> ClientSplit:
         """Each client's training indices (and per-sample angles, if any), as in training."""
         return client_partition(self.run, self.data)
 
@@ -106,7 +103,7 @@ class SavedRun:
     def num_classes(self) -> int:
         return int(self.data.num_classes)
 
-    def partition(self) -> Partition:
+    def partition(self) -> ClientSplit:
         """Each client's training indices (and per-sample angles, if any), as in training."""
         return client_partition(self.run, self.data)
 

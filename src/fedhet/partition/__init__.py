@@ -46,12 +46,14 @@ from fedhet.partition.dirichlets import dirichlet, dirichlet_client  # isort: sk
 from fedhet.partition.classes import iid, nclass, subset  # isort: skip
 from fedhet.partition.domains import DEFAULT_ANGLES, domain, rotation  # isort: skip
 from fedhet.partition.files import (  # isort: skip
+    ClientSplit,
     client_partition,
     load_or_make_partition,
     partition_key,
 )
 
 __all__ = [
+    "ClientSplit",
     "DEFAULT_ANGLES",
     "PARTITION_VERSION",
     "SCHEMES",

@@ -141,8 +141,11 @@ def _check_loaded(part: Partition, labels: np.ndarray, full: Mapping[str, Any], 
     part.validate(labels.size)
 
 
-def client_partition(run: Mapping[str, Any], data: Any) -> tuple[list[np.ndarray],
-                                                                 list[np.ndarray] | None]:
+# each client's training indices, and each one's per-sample rotation angles (None: no rotation)
+ClientSplit = tuple[list[np.ndarray], list[np.ndarray] | None]
+
+
+def client_partition(run: Mapping[str, Any], data: Any) -> ClientSplit:
     """Each client's training indices (and per-sample rotation angles, if any) of a resolved
     run: the whole training set for a centralized run, else its cached partition."""
     if run["training"]["centralized"]:

@@ -62,8 +62,9 @@ from fedhet.analysis.wasserstein import (
     random_directions,
 )
 from fedhet.engine.seeding import derive_seed
+from fedhet.partition import ClientSplit
 from fedhet.posthoc.settings import ASSUMED, DEFAULT_SETTINGS, resolve_settings
-from fedhet.saved import Partition, extract_features, open_run
+from fedhet.saved import extract_features, open_run
 
 Log = Callable[[str], None]
 
@@ -234,7 +235,7 @@ def retrain_classifier(model: nn.Module, z: torch.Tensor, y: torch.Tensor, *, lr
 # -- the post-hoc step ----------------------------------------------------------------------
 
 
-def _client_data(partition: Partition, device: torch.device):
+def _client_data(partition: ClientSplit, device: torch.device):
     """Each client's training indices as a tensor, with its samples' angles on `device`."""
     indices, angles = partition
     out = []
