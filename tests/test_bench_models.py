@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedhet import experiments as X
-from fedhet.analysis import scale_cost as S
+from fedhet.cost import estimate as S
 from fedhet.bench import models
 from fedhet.bench.gpucheck.records import read_records
 from fedhet.cli import main as cli_main

@@ -141,7 +141,8 @@ from pathlib import Path  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 from fedhet import experiments as X  # noqa: E402
-from fedhet.analysis import scale_cost as S  # noqa: E402
+from fedhet.cost import estimate as S  # noqa: E402
+from fedhet.cost import throughput as T  # noqa: E402
 from fedhet.cli import main as cli_main  # noqa: E402
 from fedhet.config import resolve_run  # noqa: E402
 from fedhet.data import DATASETS, load_dataset, split_sizes  # noqa: E402
@@ -195,10 +196,10 @@ def test_cost_of_a_tiny_run_by_hand():
     assert c.eval_images == 3 * 100  # rounds 2, 4 and the last, 5
     assert c.train_tflop == pytest.approx(1500 * CONVNET_TRAIN / 1e12, rel=1e-12)
     assert c.eval_tflop == pytest.approx(300 * CONVNET_FORWARD / 1e12, rel=1e-12)
-    seconds = (c.train_tflop + c.eval_tflop) / S.DEFAULT_THROUGHPUT.tflops
+    seconds = (c.train_tflop + c.eval_tflop) / T.DEFAULT_THROUGHPUT.tflops
     assert c.gpu_hours == pytest.approx(seconds / 3600, rel=1e-12)
     assert cost.papers["toy"] == c and cost.datasets == {"digits10-tiny": (300, 100)}
-    assert cost.throughput == {"convnet": S.DEFAULT_THROUGHPUT}
+    assert cost.throughput == {"convnet": T.DEFAULT_THROUGHPUT}
 
 
 def test_evaluation_counts_eval_frequency_rotations_and_client_models():
@@ -241,11 +242,11 @@ RECORDS = [
 
 def test_throughput_file_gives_each_model_its_measured_rate(tmp_path):
     path = _write(tmp_path / "gpu-check.json", RECORDS)
-    rates = S.load_throughput(path)
+    rates = T.load_throughput(path)
     assert {m: t.tflops for m, t in rates.items()} == {"resnet18": 60.0, "convnet": 12.5}
     assert "gpu-check.json" in rates["resnet18"].source and "bf16" in rates["resnet18"].source
-    assert S.load_throughput(path, mode="fp32")["resnet18"].tflops == 20.0
-    assert S.load_throughput(_write(tmp_path / "o.json", {"records": RECORDS}))["convnet"].tflops \
+    assert T.load_throughput(path, mode="fp32")["resnet18"].tflops == 20.0
+    assert T.load_throughput(_write(tmp_path / "o.json", {"records": RECORDS}))["convnet"].tflops \
         == 12.5
     cost = S.scale_cost(tiny_experiment({"a": tiny_run()}), rates).total
     seconds = (cost.train_tflop + cost.eval_tflop) / 12.5
@@ -275,20 +276,20 @@ CHECK_RECORDS = [
     ("tf32+channels_last", 41.0),
 ])
 def test_mode_picks_the_fastest_record_in_a_precision_or_a_whole_mode(tmp_path, mode, tflops):
-    rates = S.load_throughput(_write(tmp_path / "gpu-check.json", CHECK_RECORDS), mode)
+    rates = T.load_throughput(_write(tmp_path / "gpu-check.json", CHECK_RECORDS), mode)
     assert list(rates) == ["resnet18"]  # the reference loop and the untimed run count for none
     assert rates["resnet18"].tflops == tflops
 
 
 def test_a_mode_no_record_is_in_is_refused_naming_the_file_s_modes(tmp_path):
     path = _write(tmp_path / "gpu-check.json", CHECK_RECORDS)
-    with pytest.raises(S.ThroughputFileError, match="no usable record in mode 'fp32'") as err:
-        S.load_throughput(path, "fp32")
+    with pytest.raises(T.ThroughputFileError, match="no usable record in mode 'fp32'") as err:
+        T.load_throughput(path, "fp32")
     assert "bf16+channels_last+cudnn_benchmark, default, tf32" in str(err.value)
-    with pytest.raises(S.ThroughputFileError, match=r"in mode 'tf32\+cudnn_benchmark'"):
-        S.load_throughput(path, "tf32+cudnn_benchmark")
+    with pytest.raises(T.ThroughputFileError, match=r"in mode 'tf32\+cudnn_benchmark'"):
+        T.load_throughput(path, "tf32+cudnn_benchmark")
     with pytest.raises(ValueError, match="unknown mode 'fp16'; valid: one of default"):
-        S.load_throughput(path, "fp16")
+        T.load_throughput(path, "fp16")
 
 
 @pytest.mark.parametrize(("content", "match"), [
@@ -300,8 +301,8 @@ def test_a_mode_no_record_is_in_is_refused_naming_the_file_s_modes(tmp_path):
     ([{"what": "reference loop", "tflops": 5}], "no usable record names a model"),
 ])
 def test_malformed_throughput_files_are_refused(tmp_path, content, match):
-    with pytest.raises(S.ThroughputFileError, match=match):
-        S.load_throughput(_write(tmp_path / "t.json", content))
+    with pytest.raises(T.ThroughputFileError, match=match):
+        T.load_throughput(_write(tmp_path / "t.json", content))
 
 
 def test_cost_command_bad_input(tmp_path, capsys):
@@ -400,11 +401,11 @@ def test_a_record_of_a_model_shape_costs_the_runs_of_that_shape_only(tmp_path):
         {"model": "convnet", "shape": S.run_shape(wide).key, "tflops": 1.0, "ok": False},
         {"model": "convnet", "tflops": 3.0},
     ])
-    rates = S.load_throughput(path)
+    rates = T.load_throughput(path)
     assert {k: t.tflops for k, t in rates.items()} == {shape.key: 7.0, "convnet": 3.0}
     cost = S.scale_cost(tiny_experiment({"a": run, "b": wide}), rates)
     assert {k: t.tflops for k, t in cost.throughput.items()} == {shape.key: 7.0, "convnet": 3.0}
-    one = S.run_cost(run, (300, 100), S.Throughput(1.0, ""))
-    two = S.run_cost(wide, (300, 100), S.Throughput(1.0, ""))
+    one = S.run_cost(run, (300, 100), T.Throughput(1.0, ""))
+    two = S.run_cost(wide, (300, 100), T.Throughput(1.0, ""))
     assert cost.total.gpu_hours == pytest.approx(one.gpu_hours / 7.0 + two.gpu_hours / 3.0,
                                                  rel=1e-12)

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from fedhet import experiments as X
-from fedhet.analysis.scale_cost import scale_cost
+from fedhet.cost.estimate import scale_cost
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def demo():
 
 
 def training_tflop(exp: X.Experiment) -> dict[str, float]:
-    """Training work of every paper's demo runs, in TFLOPs (`fedhet.analysis.scale_cost`: each
+    """Training work of every paper's demo runs, in TFLOPs (`fedhet.cost.estimate`: each
     run counted once, under the first paper that uses it)."""
     return {paper: cost.train_tflop for paper, cost in scale_cost(exp).papers.items()}
 

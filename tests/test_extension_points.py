@@ -20,8 +20,9 @@ from fedhet.engine.server import ClientData, EvalSet, ServerView
 from fedhet.engine.sgd import sgd_step
 from fedhet.models import MODELS, build_model
 from fedhet.plugins import PLUGINS, Plugin
+from fedhet.partition import client_partition
 from fedhet.saved import open_run
-from fedhet.train import client_partition, train
+from fedhet.train import train
 from tiny_runs import BASE, federation_of, tiny_run
 
 

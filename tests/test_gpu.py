@@ -30,7 +30,8 @@ from fedhet.data import load_dataset
 from fedhet.engine.device import pick_device
 from fedhet.engine.federation import Federation
 from fedhet.engine.modes import set_deterministic
-from fedhet.train import client_partition, train
+from fedhet.partition import client_partition
+from fedhet.train import train
 from run_outputs import run_outputs, without_step_time
 # the tiny federation of the concurrent-clients tests, at the sizes set here
 from test_concurrent_clients import data_root, dirichlet_run  # noqa: F401

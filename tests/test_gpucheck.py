@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedhet.analysis.scale_cost import DEFAULT_THROUGHPUT
+from fedhet.cost.throughput import DEFAULT_THROUGHPUT
 from fedhet.bench import paper_round
 from fedhet.bench.gpucheck import parts
 from fedhet.bench.gpucheck.check import CPU_BUDGET, GPU_BUDGET, Budget, run_part, why_failed

@@ -12,8 +12,8 @@ import re
 import pandas as pd
 import pytest
 
-from fedhet.analysis import leaderboard as L
-from fedhet.analysis.leaderboard import build_leaderboard, legend, readable, render_html
+from fedhet.leaderboard import ranking as L
+from fedhet.leaderboard.ranking import build_leaderboard, legend, readable, render_html
 
 NAN = math.nan
 CHANCE = 10.0  # ten classes: near chance below 10 + 0.1 · 90 = 19

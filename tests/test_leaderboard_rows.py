@@ -1,5 +1,5 @@
 """The ranking's input: each seed of each cell of a table a challenger joined is one row
-(`fedhet.analysis.challenger.table_rows`), scored on the table's metric; a rounds table on each
+(`fedhet.leaderboard.rows.table_rows`), scored on the table's metric; a rounds table on each
 seed's rounds to the table's target."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from fedhet.analysis.challenger import results_frame, table_rows
+from fedhet.leaderboard.rows import results_frame, table_rows
 from fedhet.tables.results import RunResult
 
 NAN = float("nan")

@@ -35,7 +35,7 @@ def _env_with_site(env: dict[str, str], site: Path) -> dict[str, str]:
 
 @pytest.mark.workflow
 def test_the_leaderboard_builds_with_the_fake_and_reuses_the_papers_runs(site, tmp_path):
-    pytest.importorskip("fedhet.analysis.leaderboard")  # the ranking (its own tests)
+    pytest.importorskip("fedhet.leaderboard.ranking")  # the ranking (its own tests)
     work = tmp_path / "wf"
     work.mkdir()
     env = _env_with_site(fake_workflow(work), site.root)
@@ -207,7 +207,7 @@ def test_a_sweep_costs_its_entries_runs_and_nothing_more(site, tmp_path):
 def test_one_challenger_cell_trains_for_real(site, tmp_path):
     """The cheapest challenger run of the demo leaderboard, trained by the real `fedhet train`
     with the toy package installed: it completes with the id the DAG planned."""
-    from fedhet.analysis.challenger import training_work
+    from fedhet.leaderboard.rows import training_work
 
     exp = experiment([TOY_PLUGIN], papers=["ccvr", "fedbr"])
     board = exp.leaderboard["logitpen"]

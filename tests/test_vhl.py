@@ -264,7 +264,7 @@ def test_feddf_early_stopping_keeps_the_best_validated_student(roots, scores, st
     from fedhet.config import resolve_run
     from fedhet.data import load_dataset
     from fedhet.engine.federation import Federation
-    from fedhet.train import client_partition
+    from fedhet.partition import client_partition
 
     params = {"unlabeled": "noise", "steps": 12, "batch_size": 8,
               "validation_size": 16, "eval_every": 2, "patience": 4}

@@ -11,7 +11,7 @@ import torch
 from fedhet.config import resolve_run
 from fedhet.data import load_dataset
 from fedhet.engine.federation import Federation
-from fedhet.train import client_partition
+from fedhet.partition import client_partition
 
 BASE = {
     "seed": 1,

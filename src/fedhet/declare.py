@@ -188,22 +188,43 @@ class Artefact:
 
 
 @dataclass(frozen=True)
+class BuildPlaces:
+    """Where an artefact's build reads datasets and partitions and writes the artefact
+    (`<root>/<family>/<key>.pt`), and the device it computes on."""
+
+    root: str = "resources/datasets"
+    partitions: str = "resources/partitions"
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
 class ArtefactFamily:
     """A kind of cached artefact, written to `resources/datasets/<name>/<key>.pt` (+ `.sha256`).
 
     `command` is the shell command that builds one, with `{settings}` standing for the
-    artefact's settings as JSON; the artefacts' directory is `resources/datasets`."""
+    artefact's settings as JSON; the artefacts' directory is `resources/datasets`. Where it is
+    a `fedhet` subcommand, `build` names the function that subcommand runs ("module:function",
+    called with the settings and the `BuildPlaces`, returning the file it built or found and a
+    line saying what it holds): every such family's subcommand is the same command
+    (`fedhet.cli.artefacts`), which prints the file's path."""
 
     name: str
     command: str
     summary: str
     runtime_factor: float = 2.0  # minutes, in units of the scale's `runtime_base`
+    build: str | None = None
 
     def shell(self, settings: str) -> str:
         """The command that builds the artefact of these settings (JSON), quoted for a shell."""
         import shlex
 
         return self.command.format(settings=shlex.quote(settings))
+
+    @property
+    def subcommand(self) -> str | None:
+        """The `fedhet` subcommand of `command` (`virtual-data`), None for another program."""
+        words = self.command.split()
+        return words[1] if len(words) > 1 and words[0] == "fedhet" else None
 
 
 RunFn = Callable[[Mapping[str, Any], Mapping[str, Any]], Any]  # (resolved run, params) → …

@@ -1,11 +1,14 @@
 """One reader for saved runs: every evaluation, calibration and analysis of a finished run goes
-through `open_run`, so they all see the same model.
+through `open_run` (or, for its settings, data and partition alone, `read_settings`), so they
+all see the same model, data and clients.
 
 A saved run is its directory (`resolved.yaml`, `model.pt`, optional `snapshots/` and
-`clients/`). Reading it rebuilds the model the run trained — classifier outputs widened by its
-plug-ins, each plug-in's `prepare_model` applied (clsnorm's normalised head) — and gives the
-test-time view the engine used: the normalisation of test images and the plug-ins' logit map
-(VHL scores the natural classes only, or all outputs, as its `eval_protocol` says).
+`clients/`); `resolved.yaml` is parsed here only. Reading the run rebuilds the model it
+trained — classifier outputs widened by its plug-ins, each plug-in's `prepare_model` applied
+(clsnorm's normalised head) — and gives the test-time view the engine used: the normalisation
+of test images and the plug-ins' logit map (VHL scores the natural classes only, or all
+outputs, as its `eval_protocol` says); `extract_features` gives a model's penultimate features
+as that view sees the images.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,57 @@ from fedhet.engine.augment import Augmenter
 from fedhet.engine.device import pick_device
 from fedhet.engine.evaluation import evaluate_model
 from fedhet.models import build_model
+from fedhet.partition import ClientSplit, client_partition
 from fedhet.plugins import MODULES_PREFIX, Plugin, eval_logit_map, plugin_modules
+
+
+@dataclass
+class SavedSettings:
+    """A saved run's `resolved.yaml`, read once: the settings as the run recorded them, the
+    provenance beside them, and on demand the settings resolved again, the dataset they name and
+    the clients' share of it (no model: a figure of the data needs none)."""
+
+    dir: Path
+    recorded: dict[str, Any]  # resolved.yaml without its provenance
+    provenance: dict[str, Any]
+
+    @cached_property
+    def run(self) -> dict[str, Any]:
+        """The settings resolved as training resolved them (plug-ins' defaults filled in)."""
+        return resolve_run(self.recorded)
+
+    @cached_property
+    def data(self) -> Any:
+        """The dataset the run trained on."""
+        d = self.run["dataset"]
+        return load_dataset(d["name"], d["root"], d["options"])
+
+    def partition(self) -> ClientSplit:
+        """Each client's training indices (and per-sample angles, if any), as in training."""
+        return client_partition(self.run, self.data)
+
+
+def read_settings(run_dir: str | os.PathLike) -> SavedSettings:
+    """The settings and provenance of the run saved in `run_dir` (its `resolved.yaml`)."""
+    run_dir = Path(run_dir)
+    recorded = dict(load_yaml(str(run_dir / "resolved.yaml")))
+    provenance = dict(recorded.pop("provenance", None) or {})
+    return SavedSettings(run_dir, recorded, provenance)
+
+
+@torch.no_grad()
+def extract_features(model: nn.Module, x: torch.Tensor, augmenter: Augmenter,
+                     batch_size: int = 512, angles: torch.Tensor | None = None) -> torch.Tensor:
+    """Penultimate features f(x) [n, d] (float32) of uint8 images, eval mode, no augmentation."""
+    model.eval()
+    out = []
+    for start in range(0, x.shape[0], batch_size):
+        xb = x[start:start + batch_size]
+        ab = None if angles is None else angles[start:start + batch_size]
+        out.append(model.features(augmenter.test(xb, ab)).float())
+    if not out:
+        return torch.zeros(0, model.feature_dim, device=x.device)
+    return torch.cat(out)
 
 
 @dataclass
@@ -42,11 +96,16 @@ class SavedRun:
     plugins: list[Plugin]
     model: nn.Module  # in eval mode, on `device`
     model_path: Path
+    provenance: dict[str, Any] = field(default_factory=dict)
     _augmenter: Augmenter | None = field(default=None, repr=False)
 
     @property
     def num_classes(self) -> int:
         return int(self.data.num_classes)
+
+    def partition(self) -> ClientSplit:
+        """Each client's training indices (and per-sample angles, if any), as in training."""
+        return client_partition(self.run, self.data)
 
     @property
     def augmenter(self) -> Augmenter:
@@ -128,15 +187,12 @@ def open_run(run_dir: str | os.PathLike, model_path: str | os.PathLike | None = 
              device: str = "auto") -> SavedRun:
     """Read the run saved in `run_dir` with the model in `model_path` (default: its
     `model.pt`)."""
-    run_dir = Path(run_dir)
-    resolved = load_yaml(str(run_dir / "resolved.yaml"))
-    resolved.pop("provenance", None)
-    run = resolve_run(resolved)
-    d = run["dataset"]
-    data = load_dataset(d["name"], d["root"], d["options"])
-    path = Path(model_path) if model_path else run_dir / "model.pt"
-    saved = SavedRun(dir=run_dir, run=run, data=data, device=pick_device(device),
-                     plugins=catalog.plugins_of(run), model=nn.Identity(), model_path=path)
+    settings = read_settings(run_dir)
+    run = settings.run
+    path = Path(model_path) if model_path else settings.dir / "model.pt"
+    saved = SavedRun(dir=settings.dir, run=run, data=settings.data, device=pick_device(device),
+                     plugins=catalog.plugins_of(run), model=nn.Identity(), model_path=path,
+                     provenance=settings.provenance)
     saved.model = saved.load_model(path)
     return saved
 

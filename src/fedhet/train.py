@@ -26,7 +26,7 @@ from fedhet.data import load_dataset
 from fedhet.engine.device import pick_device
 from fedhet.engine.federation import Federation, RoundResult
 from fedhet.engine.modes import default_modes, prepare_environment
-from fedhet.partition import load_or_make_partition
+from fedhet.partition import client_partition
 
 CHECKPOINT = "checkpoint.pt"
 # see Federation.evaluate
@@ -95,14 +95,6 @@ def summarize(history: list[dict[str, Any]], status: str, rounds_trained: int,
         "top5_mean_acc": float(np.mean(sorted(accs)[-5:])) if accs else None,
         **({"local_top5_mean_acc": float(np.mean(sorted(local)[-5:]))} if local else {}),
     }
-
-
-def client_partition(run: dict[str, Any], data: Any) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-    """Each client's training indices (and per-sample rotation angles, if any)."""
-    if run["training"]["centralized"]:
-        return [np.arange(len(data.y_train))], None
-    part = load_or_make_partition(data, run["partition"], run["seed"])
-    return part.client_indices, part.client_angles
 
 
 def _metrics_row(result: RoundResult, acc: float, loss: float, seconds: float) -> dict[str, Any]:

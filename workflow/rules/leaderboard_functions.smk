@@ -167,7 +167,7 @@ def announce_leaderboard():
             f"To show it again, run snakemake leaderboard with the config that names it"
         )
     if CHALLENGERS:
-        from fedhet.analysis.challenger import describe_plan
+        from fedhet.leaderboard.plan import describe_plan
 
         logger.info(describe_plan(EXP, f"results/{SCALE}"))
 

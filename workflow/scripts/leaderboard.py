@@ -1,7 +1,7 @@
 """A challenger's leaderboard from its comparable tables' runs (Snakemake script): the per-run
 cells (cells.csv), the ranking against each paper's methods (leaderboard.csv, each row saying
 what the entry is), its Markdown and HTML pages and the entry's manifest (entry.json: what it
-is and what it was built from) (fedhet.analysis.challenger, fedhet.analysis.leaderboard)."""
+is and what it was built from) (fedhet.leaderboard.rows, fedhet.leaderboard.ranking)."""
 
 import json
 import sys
@@ -13,8 +13,8 @@ run_script_on_server(sys.argv[0])  # on the workflow's fork server, when one run
 
 from fedhet import atomic  # noqa: E402
 from fedhet import tables as T  # noqa: E402
-from fedhet.analysis import leaderboard as L  # noqa: E402
-from fedhet.analysis.challenger import results_frame, run_costs  # noqa: E402
+from fedhet.leaderboard import ranking as L  # noqa: E402
+from fedhet.leaderboard.rows import results_frame, run_costs  # noqa: E402
 
 
 def main(sm) -> None:

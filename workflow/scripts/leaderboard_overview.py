@@ -1,6 +1,6 @@
 """Every leaderboard entry side by side (Snakemake script): per paper and table, each entry's
 mean, rank and wins / ties / losses with what it is (method, package, version, code hash,
-settings): overview.csv, .md and .html (fedhet.analysis.leaderboard.build_overview)."""
+settings): overview.csv, .md and .html (fedhet.leaderboard.ranking.build_overview)."""
 
 import sys
 
@@ -11,7 +11,7 @@ run_script_on_server(sys.argv[0])  # on the workflow's fork server, when one run
 import pandas as pd  # noqa: E402
 
 from fedhet import atomic  # noqa: E402
-from fedhet.analysis import leaderboard as L  # noqa: E402
+from fedhet.leaderboard import ranking as L  # noqa: E402
 
 
 def main(sm) -> None:

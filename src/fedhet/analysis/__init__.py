@@ -1,13 +1,11 @@
-"""Analyses of finished runs: CCVR's figures, and the leaderboard of a challenger method.
+"""Analyses of finished runs: CCVR's figures and the data of other model-based figures.
 
 - `fedhet.analysis.similarity`: linear CKA, layer outputs of client models, pairwise CKA (Figs. 1–2).
 - `fedhet.analysis.norms`: classifier weight norms per class per client, label counts (Fig. 3).
 - `fedhet.analysis.wasserstein`: sliced Wasserstein distances between Gaussians (Fig. 6).
 - `fedhet.analysis.tsne`: t-SNE of features with labels before/after calibration (Fig. 5).
-- `fedhet.analysis.leaderboard`: a challenger's rank, wins, ties and losses against each method
-  per paper table, with costs, and its report rendering.
 
-Submodules are imported on use; only `norms` and `leaderboard` work without torch.
+Submodules are imported on use; only `norms` works without torch.
 """
 
 import importlib
@@ -26,7 +24,6 @@ _EXPORTS = {
     "mean_sliced_wasserstein": "fedhet.analysis.wasserstein",
     "tsne_frame": "fedhet.analysis.tsne",
     "calibration_tsne": "fedhet.analysis.tsne",
-    "build_leaderboard": "fedhet.analysis.leaderboard",
 }
 
 __all__ = list(_EXPORTS)

@@ -64,7 +64,7 @@ def local_model(saved: SavedRun, classes: int, steps: int, seed: int) -> nn.Modu
 def outputs(model: nn.Module, x: Tensor, augmenter: Augmenter,
             num_classes: int) -> tuple[Tensor, Tensor]:
     """Penultimate features [n, d] and softmax over the natural classes [n, C] of uint8 images."""
-    from fedhet.posthoc.ccvr import extract_features
+    from fedhet.saved import extract_features
 
     z = extract_features(model, x, augmenter)
     return z, model.head(z)[:, :num_classes].softmax(1)

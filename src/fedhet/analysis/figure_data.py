@@ -89,7 +89,7 @@ def domain_features(saved: Any, domains: list[tuple[int, str]], per_domain: int,
                     seed: int) -> dict[str, np.ndarray]:
     """Features (classifier input) of the run's model on at most `per_domain` test images of
     each domain (seeded): {features, class, domain (name)}."""
-    from fedhet.posthoc.ccvr import extract_features
+    from fedhet.saved import extract_features
 
     data = saved.data
     dom = torch.as_tensor(data.domain_test).numpy()
@@ -216,17 +216,11 @@ def distilled_tsne(artefact: Path, clients: Sequence[int] | int = (0, 1), per_cl
 
 def run_data(run_dir: Path) -> tuple[Any, list[np.ndarray]]:
     """The training data of a saved run (its resolved.yaml) and its clients' indices."""
-    from fedhet.config import load_yaml, resolve_run
-    from fedhet.data import load_dataset
-    from fedhet.train import client_partition
+    from fedhet.saved import read_settings
 
-    resolved = load_yaml(str(Path(run_dir) / "resolved.yaml"))
-    resolved.pop("provenance", None)
-    run = resolve_run(resolved)
-    d = run["dataset"]
-    data = load_dataset(d["name"], d["root"], d["options"])
-    indices, _ = client_partition(run, data)
-    return data, [np.asarray(i, dtype=np.int64) for i in indices]
+    saved = read_settings(run_dir)
+    indices, _ = saved.partition()
+    return saved.data, [np.asarray(i, dtype=np.int64) for i in indices]
 
 
 def chosen_clients(wanted: list[int] | int | None, count: int) -> list[int]:

@@ -94,10 +94,8 @@ def run_membership(saved: Any, samples: int | None = 2000, seed: int = 0,
     final global model: members are the training images of the run's clients (its partition),
     non-members the test images, `samples` of each at most (seeded). `roc_summary` plus the two
     score arrays."""
-    from fedhet.train import client_partition
-
     data = saved.data
-    indices, _ = client_partition(saved.run, data)
+    indices, _ = saved.partition()
     train_idx = np.unique(np.concatenate([np.asarray(i, dtype=np.int64) for i in indices]))
     pick_m, pick_n = balanced_subsets(len(train_idx), len(data.y_test), seed, samples)
     members = torch.as_tensor(train_idx[pick_m])

@@ -63,16 +63,11 @@ def label_distribution_frame(run_dir: str | os.PathLike):
     import numpy as np
     import pandas as pd
 
-    from fedhet.config import load_yaml, resolve_run
-    from fedhet.data import load_dataset
-    from fedhet.train import client_partition
+    from fedhet.saved import read_settings
 
-    resolved = load_yaml(str(Path(run_dir) / "resolved.yaml"))
-    resolved.pop("provenance", None)
-    run = resolve_run(resolved)
-    d = run["dataset"]
-    data = load_dataset(d["name"], d["root"], d["options"])
-    indices, _ = client_partition(run, data)
+    saved = read_settings(run_dir)
+    data = saved.data
+    indices, _ = saved.partition()
     labels = np.asarray(data.y_train)
     rows = []
     for k, ix in enumerate(indices):

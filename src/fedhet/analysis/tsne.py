@@ -43,8 +43,7 @@ def calibration_tsne(run_dir: str | os.PathLike, calibrated: str | os.PathLike,
     """t-SNE of the test-set features of a run's model with columns truth, pred_before (the
     run's model) and pred_after (the calibrated model in `calibrated`: its directory or
     model.pt). The feature extractor is the same before and after calibration."""
-    from fedhet.posthoc.ccvr import extract_features
-    from fedhet.saved import open_run
+    from fedhet.saved import extract_features, open_run
 
     path = Path(calibrated)
     if path.is_dir():

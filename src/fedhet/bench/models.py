@@ -1,7 +1,7 @@
 """`fedhet bench --models`: one round of every model shape a scale trains, timed, so that `fedhet
 cost` rests on measurements for every model and not on an assumed throughput.
 
-A shape (`fedhet.analysis.scale_cost.ModelShape`) is what a run's speed depends on: the model,
+A shape (`fedhet.cost.estimate.ModelShape`) is what a run's speed depends on: the model,
 its width and options, the image shape, the classifier's outputs and the local batch size. For
 each shape the scales train (the runs of their tables and figures), largest share of the
 training work first, it times our engine's FedAvg round (`fedhet.bench.paper_round`: random
@@ -20,13 +20,8 @@ from pathlib import Path
 import torch
 
 from fedhet import experiments as X
-from fedhet.analysis.scale_cost import (
-    DEFAULT_THROUGHPUT,
-    ModelShape,
-    first_uses,
-    run_cost,
-    run_shape,
-)
+from fedhet.cost.estimate import ModelShape, first_uses, run_cost, run_shape
+from fedhet.cost.throughput import DEFAULT_THROUGHPUT
 from fedhet.bench import paper_round
 from fedhet.data import split_sizes
 from fedhet.engine.modes import CPU_MODES, GPU_MODES, Mode

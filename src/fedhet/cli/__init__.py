@@ -132,8 +132,8 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    """Print what a scale costs before it runs (fedhet.analysis.scale_cost)."""
-    from fedhet.analysis.scale_cost import main as cost_main
+    """Print what a scale costs before it runs (fedhet.cost.estimate)."""
+    from fedhet.cost.estimate import main as cost_main
 
     return cost_main(args)
 
@@ -273,12 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     from fedhet.posthoc.cli import add_subcommands as add_posthoc_subcommands
 
     add_posthoc_subcommands(sub)
+    from fedhet.cli.artefacts import add_subcommands as add_artefact_subcommands
+
+    add_artefact_subcommands(sub)
     from fedhet.virtual.cli import add_subcommands as add_virtual_subcommands
 
     add_virtual_subcommands(sub)
-    from fedhet.distill.cli import add_subcommands as add_distill_subcommands
-
-    add_distill_subcommands(sub)
     from fedhet.analysis.cli import add_subcommands as add_analysis_subcommands
 
     add_analysis_subcommands(sub)

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from fedhet.data.core import CacheError, checksum_path, verify_checksum, write_checksummed
+from fedhet.declare import BuildPlaces
 from fedhet.distill.matching import class_statistics, dm_step_loss, images_from_statistics, match
 from fedhet.distill.spec import CACHE_FORMAT, distilled_path
 from fedhet.engine.augment import Augmenter
@@ -167,3 +168,12 @@ def load_or_make_distilled(settings: Mapping[str, Any], root: str | os.PathLike,
                          "rebuild")
     return Distilled(payload["x"], payload["y"], payload["global_x"], payload["global_y"],
                      dict(settings), actual, path)
+
+
+def build_distilled(settings: Mapping[str, Any], places: BuildPlaces) -> tuple[Path, str]:
+    """`fedhet distill`: the clients' cached initial virtual data of `settings` (built if
+    needed) and what it holds."""
+    data = load_or_make_distilled(settings, places.root, places.partitions, places.device)
+    shapes = ", ".join(str(tuple(x.shape)) for x in data.x[:3])
+    return data.path, (f"{len(data.x)} clients ({shapes}{', …' if len(data.x) > 3 else ''}), "
+                       f"global {tuple(data.global_x.shape)}, sha256 {data.checksum}")

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -30,9 +29,8 @@ from fedhet.engine.lanes import Lane
 from fedhet.engine.seeding import generator, seed_global
 from fedhet.engine.server import ClientData
 from fedhet.engine.sgd import sgd_step
+from fedhet.engine.view import FederationView
 
-if TYPE_CHECKING:
-    from fedhet.engine.federation import Federation
 
 Hold = Callable[[str, torch.Tensor], torch.Tensor]
 
@@ -95,7 +93,7 @@ class StepInputs:
         return x, data.y[self.rows]
 
 
-def client_batches(fed: Federation, data: ClientData, gen: torch.Generator,
+def client_batches(fed: FederationView, data: ClientData, gen: torch.Generator,
                    steps: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """A client's `steps` training batches (positions in its data, augmented images, labels),
     drawn from `gen`, one after another (stacked clients)."""
@@ -103,7 +101,8 @@ def client_batches(fed: Federation, data: ClientData, gen: torch.Generator,
         yield take, *StepInputs.of(data, take, fed.augmenter, gen).batch(data, fed.augmenter)
 
 
-def forward(fed: Federation, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor) -> StepOutput:
+def forward(fed: FederationView, ctx: ClientContext, x: torch.Tensor,
+            y: torch.Tensor) -> StepOutput:
     """The task loss of one step: a plug-in's forward pass, or features → head → CE (soft
     targets, N×C floats, are accepted)."""
     for plugin in fed.plugins:
@@ -125,7 +124,7 @@ class ClientStep:
         w ← SGD(w, g, η);  after_step;  loss_sum += loss
     """
 
-    fed: Federation
+    fed: FederationView
     ctx: ClientContext
     data: ClientData
     work: FlatModel
@@ -167,14 +166,14 @@ class ClientStep:
         self.loss_sum += loss.detach().float()
 
 
-def lane_steps(fed: Federation, lane: Lane) -> StepGraphs:
+def lane_steps(fed: FederationView, lane: Lane) -> StepGraphs:
     """The lane's local steps, run as the federation's `graphs` mode says (made on first use)."""
     if lane.steps is None or lane.steps.mode is not fed.graphs:
         lane.steps = StepGraphs(fed.graphs)
     return lane.steps
 
 
-def train_client(fed: Federation, client: int, round: int, lr: float,
+def train_client(fed: FederationView, client: int, round: int, lr: float,
                  lane: Lane) -> tuple[ClientUpdate, torch.Tensor]:
     """Local training of one client of `fed` in `lane`; its update and summed step losses."""
     t = fed.training

@@ -26,7 +26,7 @@ train one client at a time, and the log says why.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch.func import functional_call, grad_and_value, vmap
@@ -39,9 +39,8 @@ from fedhet.engine.lanes import draws_dropout, methods_without
 from fedhet.engine.modes import PRECISIONS
 from fedhet.engine.seeding import generator, seed_global
 from fedhet.engine.sgd import sgd_step
+from fedhet.engine.view import FederationView
 
-if TYPE_CHECKING:
-    from fedhet.engine.federation import Federation
 
 
 def vectorise_decision(run: dict[str, Any], model: torch.nn.Module) -> tuple[bool, str]:
@@ -83,7 +82,7 @@ Tensors = dict[str, torch.Tensor]
 class StackedClients:
     """Trains a round's clients of `fed` (a `Federation`) as rows of one stacked model."""
 
-    def __init__(self, fed: Federation) -> None:
+    def __init__(self, fed: FederationView) -> None:
         self.fed = fed
         work: FlatModel = fed.work
         wrapper = _FeaturesAndLogits(work.module)

@@ -26,7 +26,7 @@ from typing import Any
 from fedhet import catalog
 from fedhet.experiments.cells import Cell, Experiment, Item, Payload
 from fedhet.experiments.challengers import expand_leaderboard
-from fedhet.experiments.expansion import expand_item
+from fedhet.experiments.expansion import ExpansionContext, expand_item
 from fedhet.experiments.jobs import (
     artefact_id,
     artefacts,
@@ -73,6 +73,7 @@ __all__ = [
     "training_images",
     "dataset_key",
     "deep_merge",
+    "ExpansionContext",
     "expand_item",
     "extra_datasets",
     "get_path",
@@ -120,13 +121,12 @@ def load_experiment(
                 "skip_plugins",
                 f"unknown plug-in '{name}'; valid: {', '.join(catalog.names('plugin'))}",
             )
-    loader = Loader(root)
+    ctx = ExpansionContext(Loader(root), scale, seeds, frozenset(skip))
+    loader = ctx.loader
     selected = list(papers) if papers is not None else list(PAPERS)
     for paper in config.get("papers") or []:
         loader.paper(paper)  # unknown names fail here, listing the valid ones
     items: dict[str, Item] = {}
-    runs: dict[str, dict[str, Any]] = {}
-    calibrations: dict[str, dict[str, Any]] = {}
     loaded: dict[str, dict[str, Any]] = {}
     for paper in selected:
         if not loader.paper_file(paper).exists():
@@ -135,9 +135,7 @@ def load_experiment(
         loaded[paper] = cfg
         for section, is_figure in (("tables", False), ("figures", True)):
             for item_id, spec in (cfg.get(section) or {}).items():
-                item = expand_item(
-                    loader, paper, item_id, spec, is_figure, scale, seeds, runs, skip, calibrations
-                )
+                item = expand_item(ctx, paper, item_id, spec, is_figure)
                 items[item.target] = item
         for ci, claim in enumerate(cfg.get("claims") or []):
             for side in ("better", "than"):
@@ -152,10 +150,10 @@ def load_experiment(
     board_papers = [p for p in (config.get("papers") or loaded) if p in loaded]
     left_out: dict[str, str] = {}
     tie_margin = float((config.get("leaderboard") or {}).get("tie_margin", 1.0))
-    boards = expand_leaderboard(loader, board_papers, config.get("challengers"), scale, seeds,
-                                runs, skip, calibrations,
+    boards = expand_leaderboard(ctx, board_papers, config.get("challengers"),
                                 where=origins.get("challengers", "workflow config"),
                                 tie_margin=tie_margin, results=results, left_out=left_out)
+    runs = ctx.runs
     jobs = _jobs_of(runs)
     return Experiment(
         scale=scale_name,
@@ -164,7 +162,7 @@ def load_experiment(
         papers=loaded,
         items=items,
         runs=runs,
-        calibrations=calibrations,
+        calibrations=ctx.calibrations,
         leaderboard=boards,
         leaderboard_left_out=left_out,
         **jobs,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from fedhet import catalog
 from fedhet.config import ConfigError
 from fedhet.declare import resolve_params
 from fedhet.experiments.cells import Item
-from fedhet.experiments.expansion import ValueClash, expand_item
+from fedhet.experiments.expansion import ExpansionContext, ValueClash, expand_item
 from fedhet.experiments.loading import ExperimentError, Loader, merge_settings, plain_copy
 from fedhet.names import PAPERS
 
@@ -386,11 +386,11 @@ def _joined_spec(spec: Mapping[str, Any], join: Join, challenger: Challenger,
     return {**spec, "grids": grids, "note": " ".join(filter(None, [spec.get("note"), note]))}
 
 
-def _expand_board(loader: Loader, joins: list[Join], challenger: Challenger,
-                  scale: dict[str, Any], seeds: list[int], runs: dict[str, dict[str, Any]],
-                  skip_plugins: Iterable[str], calibrations: dict[str, dict[str, Any]] | None,
+def _expand_board(ctx: ExpansionContext, joins: list[Join], challenger: Challenger,
                   tie_margin: float) -> Board:
-    """The board of one entry: every comparable table of `joins` that accepts its kind."""
+    """The board of one entry: every comparable table of `joins` that accepts its kind (its
+    runs and calibrations added to `ctx`'s)."""
+    loader, scale = ctx.loader, ctx.scale
     items: dict[str, Item] = {}
     used: dict[str, Join] = {}
     for join in joins:
@@ -406,8 +406,8 @@ def _expand_board(loader: Loader, joins: list[Join], challenger: Challenger,
                                               join.target: keep}} if keep else scale
         try:
             items[join.target] = expand_item(
-                loader, join.paper, join.table, spec, False, joined_scale, seeds, runs,
-                skip_plugins, calibrations, vocabulary={join.axis: {challenger.name: value}},
+                replace(ctx, scale=joined_scale), join.paper, join.table, spec, False,
+                vocabulary={join.axis: {challenger.name: value}},
             )
         except ValueClash as clash:
             raise ExperimentError(
@@ -489,14 +489,9 @@ def _stale(board: Board, data: Mapping[str, Any], results: Path) -> str:
 
 
 def expand_leaderboard(
-    loader: Loader,
+    ctx: ExpansionContext,
     papers: Iterable[str],
     raw: Any,
-    scale: dict[str, Any],
-    seeds: list[int],
-    runs: dict[str, dict[str, Any]],
-    skip_plugins: Iterable[str] = (),
-    calibrations: dict[str, dict[str, Any]] | None = None,
     *,
     where: str = WHERE,
     tie_margin: float = 1.0,
@@ -505,7 +500,8 @@ def expand_leaderboard(
 ) -> dict[str, Board]:
     """Each entry of `raw` (the workflow config's `challengers`, from file `where`) → its
     board: every comparable table of `papers` that accepts its kind, with it added. New runs
-    are added to `runs` (and calibrations to `calibrations`); the baselines' are already there.
+    are added to `ctx.runs` (and calibrations to `ctx.calibrations`); the baselines' are
+    already there.
 
     With `results` (this scale's results folder), the leaderboards built there are read: an
     entry whose name one of them holds for another method or other settings is refused, and
@@ -514,10 +510,10 @@ def expand_leaderboard(
     tables and run ids it was built from, its own runs all built; else it is left out, with
     the reason in `left_out` (entry name → reason)."""
     # a scale's cut may name any paper's comparable table, selected in this run or not
-    declared = comparable_tables(loader, PAPERS)
+    declared = comparable_tables(ctx.loader, PAPERS)
     joins = [j for paper in papers for j in declared if j.paper == paper]
     targets = {j.target for j in declared}
-    for target in ((scale.get("leaderboard") or {}).get("restrict") or {}):
+    for target in ((ctx.scale.get("leaderboard") or {}).get("restrict") or {}):
         if target not in targets:
             raise ExperimentError("config/scales", f"leaderboard.restrict.{target}",
                                   f"not a comparable table; valid: {', '.join(sorted(targets))}")
@@ -526,8 +522,7 @@ def expand_leaderboard(
     for challenger in parse_challengers(raw, joins, where):
         if challenger.name in stored:
             _refuse_overwrite(challenger, *stored[challenger.name])
-        boards[challenger.name] = _expand_board(loader, joins, challenger, scale, seeds, runs,
-                                                skip_plugins, calibrations, tie_margin)
+        boards[challenger.name] = _expand_board(ctx, joins, challenger, tie_margin)
     left_out = {} if left_out is None else left_out
     labels = {b.challenger.label: name for name, b in boards.items()}
     for name, (path, data) in stored.items():
@@ -543,12 +538,10 @@ def expand_leaderboard(
             left_out[name] = (f"its label '{challenger.label}' is that of entry "
                               f"{labels[challenger.label]} of this run")
             continue
-        scratch_runs = dict(runs)
-        scratch_calibrations = None if calibrations is None else dict(calibrations)
+        scratch = replace(ctx, runs=dict(ctx.runs), calibrations=dict(ctx.calibrations))
         margin = float(data.get("tie_margin", tie_margin))
         try:
-            board = _expand_board(loader, joins, challenger, scale, seeds, scratch_runs,
-                                  skip_plugins, scratch_calibrations, margin)
+            board = _expand_board(scratch, joins, challenger, margin)
         except ExperimentError as err:
             left_out[name] = str(err)
             continue
@@ -557,9 +550,8 @@ def expand_leaderboard(
             left_out[name] = why
             continue
         board.stored = str(path.parent)
-        runs.update(scratch_runs)
-        if calibrations is not None:
-            calibrations.update(scratch_calibrations)
+        ctx.runs.update(scratch.runs)
+        ctx.calibrations.update(scratch.calibrations)
         boards[name] = board
         labels[challenger.label] = name
     return boards

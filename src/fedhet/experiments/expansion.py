@@ -4,6 +4,7 @@ cell's run settings (protocol, grid and axis patches, look-up tables, the scale)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
 
@@ -295,27 +296,39 @@ def figure_kinds() -> list[str]:
     return FIGURE_KINDS.names()
 
 
+@dataclass
+class ExpansionContext:
+    """What every table and figure of one expansion shares: the paper files' loader, the scale
+    and seeds they run at, the plug-ins the config skips, and the runs and calibration jobs
+    found so far (each item adds its own; run id or calibration id → its settings)."""
+
+    loader: Loader
+    scale: dict[str, Any]
+    seeds: list[int]
+    skip_plugins: frozenset[str] = frozenset()
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calibrations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
 def expand_item(
-    loader: Loader,
+    ctx: ExpansionContext,
     paper: str,
     item_id: str,
     spec: dict[str, Any],
     is_figure: bool,
-    scale: dict[str, Any],
-    seeds: list[int],
-    runs: dict[str, dict[str, Any]],
-    skip_plugins: Iterable[str] = (),
-    calibrations: dict[str, dict[str, Any]] | None = None,
     vocabulary: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Item:
-    """One table or figure of a paper → its cells and their runs (added to `runs`).
-    `vocabulary` (axis → key → {label, set}) adds values to its protocols' vocabulary, never
-    replacing one (a challenger joining the table, `fedhet.experiments.challengers`)."""
+    """One table or figure of a paper → its cells and their runs (added to `ctx.runs`, their
+    calibrations to `ctx.calibrations`). `vocabulary` (axis → key → {label, set}) adds values to
+    its protocols' vocabulary, never replacing one (a challenger joining the table,
+    `fedhet.experiments.challengers`)."""
+    loader, seeds, runs = ctx.loader, ctx.seeds, ctx.runs
+    skip_plugins, calibrations = ctx.skip_plugins, ctx.calibrations
     file = str(loader.paper_file(paper))
     # which challengers a comparable table accepts concerns the leaderboard only: the table's
     # payload stays as it was
     spec = {key: value for key, value in spec.items() if key != "challengers"}
-    scale = scale_for_paper(scale, paper)
+    scale = scale_for_paper(ctx.scale, paper)
     section = "figures" if is_figure else "tables"
     base = f"{section}.{item_id}"
     kind = spec.get("kind", "curve" if is_figure else "accuracy")
@@ -446,8 +459,7 @@ def expand_item(
                 if posthoc.get("method"):
                     for rid in cell.run_ids:
                         cid, job = calibration_job(rid, posthoc, file, f"{where} cell {labels}")
-                        if calibrations is not None:
-                            calibrations.setdefault(cid, job)
+                        calibrations.setdefault(cid, job)
                         cell.calibrations.append(cid)
             if pending and not quoted and kind not in RUNLESS_KINDS:
                 skipped = [n for n in pending if n in skip_plugins]

@@ -92,8 +92,8 @@ def _preload() -> None:
     import seaborn  # noqa: F401
     import snakemake.script  # noqa: F401
 
-    import fedhet.analysis.challenger  # noqa: F401
-    import fedhet.analysis.leaderboard  # noqa: F401
+    import fedhet.leaderboard.rows  # noqa: F401
+    import fedhet.leaderboard.ranking  # noqa: F401
     import fedhet.figures.commands  # noqa: F401
     import fedhet.figures.footnote  # noqa: F401
     import fedhet.figures.labels  # noqa: F401

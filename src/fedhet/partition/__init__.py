@@ -23,7 +23,7 @@ of N / num_clients) use all the data.
 Layout: `core` (the `Partition` type, the `SCHEMES` registry, `make_partition`), `helpers`
 (building blocks of the schemes), one module per family of schemes, each registering its
 schemes on import (`dirichlets`: dirichlet, dirichlet_client; `classes`: nclass, subset, iid;
-`domains`: domain, rotation), and `files` (cache keys and `load_or_make_partition`). Module
+`domains`: domain, rotation), and `files` (cache keys, `load_or_make_partition`, and a run's `client_partition`). Module
 names differ from scheme names, so `fedhet.partition.dirichlet` stays the scheme function.
 """
 
@@ -45,15 +45,22 @@ from fedhet.partition.core import (
 from fedhet.partition.dirichlets import dirichlet, dirichlet_client  # isort: skip
 from fedhet.partition.classes import iid, nclass, subset  # isort: skip
 from fedhet.partition.domains import DEFAULT_ANGLES, domain, rotation  # isort: skip
-from fedhet.partition.files import load_or_make_partition, partition_key  # isort: skip
+from fedhet.partition.files import (  # isort: skip
+    ClientSplit,
+    client_partition,
+    load_or_make_partition,
+    partition_key,
+)
 
 __all__ = [
+    "ClientSplit",
     "DEFAULT_ANGLES",
     "PARTITION_VERSION",
     "SCHEMES",
     "Partition",
     "PartitionError",
     "SchemeFn",
+    "client_partition",
     "count_matrix",
     "dirichlet",
     "dirichlet_client",

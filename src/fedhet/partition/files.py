@@ -139,3 +139,16 @@ def _check_loaded(part: Partition, labels: np.ndarray, full: Mapping[str, Any], 
     if checksum is not None and checksum != labels_checksum(labels):
         raise PartitionError(f"{path}: was made for different training labels")
     part.validate(labels.size)
+
+
+# each client's training indices, and each one's per-sample rotation angles (None: no rotation)
+ClientSplit = tuple[list[np.ndarray], list[np.ndarray] | None]
+
+
+def client_partition(run: Mapping[str, Any], data: Any) -> ClientSplit:
+    """Each client's training indices (and per-sample rotation angles, if any) of a resolved
+    run: the whole training set for a centralized run, else its cached partition."""
+    if run["training"]["centralized"]:
+        return [np.arange(len(data.y_train))], None
+    part = load_or_make_partition(data, run["partition"], run["seed"])
+    return part.client_indices, part.client_angles

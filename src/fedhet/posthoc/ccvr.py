@@ -61,9 +61,10 @@ from fedhet.analysis.wasserstein import (
     project_gaussian,
     random_directions,
 )
-from fedhet.engine.augment import Augmenter
 from fedhet.engine.seeding import derive_seed
+from fedhet.partition import ClientSplit
 from fedhet.posthoc.settings import ASSUMED, DEFAULT_SETTINGS, resolve_settings
+from fedhet.saved import extract_features, open_run
 
 Log = Callable[[str], None]
 
@@ -202,21 +203,6 @@ def virtual_counts(class_counts: Sequence[int], per_class: int, allocation: str)
 # -- features and retraining ----------------------------------------------------------------
 
 
-@torch.no_grad()
-def extract_features(model: nn.Module, x: torch.Tensor, augmenter: Augmenter,
-                     batch_size: int = 512, angles: torch.Tensor | None = None) -> torch.Tensor:
-    """Penultimate features f(x) [n, d] (float32) of uint8 images, eval mode, no augmentation."""
-    model.eval()
-    out = []
-    for start in range(0, x.shape[0], batch_size):
-        xb = x[start:start + batch_size]
-        ab = None if angles is None else angles[start:start + batch_size]
-        out.append(model.features(augmenter.test(xb, ab)).float())
-    if not out:
-        return torch.zeros(0, model.feature_dim, device=x.device)
-    return torch.cat(out)
-
-
 def retrain_classifier(model: nn.Module, z: torch.Tensor, y: torch.Tensor, *, lr: float,
                        momentum: float, weight_decay: float, batch_size: int, epochs: int,
                        seed: int) -> list[float]:
@@ -249,10 +235,9 @@ def retrain_classifier(model: nn.Module, z: torch.Tensor, y: torch.Tensor, *, lr
 # -- the post-hoc step ----------------------------------------------------------------------
 
 
-def _client_data(run: dict[str, Any], data: Any, device: torch.device):
-    from fedhet.train import client_partition
-
-    indices, angles = client_partition(run, data)
+def _client_data(partition: ClientSplit, device: torch.device):
+    """Each client's training indices as a tensor, with its samples' angles on `device`."""
+    indices, angles = partition
     out = []
     for k, ix in enumerate(indices):
         ix_t = torch.as_tensor(np.asarray(ix), dtype=torch.long)
@@ -356,8 +341,6 @@ def calibrate(run_dir: str | os.PathLike, out_dir: str | os.PathLike,
               settings: Mapping[str, Any] | None = None, log: Log = _stderr) -> dict[str, Any]:
     """Calibrate the classifier of a finished run (see the module docstring); writes
     ``out_dir/model.pt`` and ``out_dir/calibration.json`` and returns the latter's content."""
-    from fedhet.saved import open_run
-
     began = time.perf_counter()
     s = resolve_settings(settings)
     run_dir, out_dir = Path(run_dir), Path(out_dir)
@@ -370,7 +353,7 @@ def calibrate(run_dir: str | os.PathLike, out_dir: str | os.PathLike,
     augmenter = saved.augmenter
     acc_before, loss_before = saved.evaluate(model)  # scored as in training (logit map)
 
-    clients = _client_data(run, data, device)
+    clients = _client_data(saved.partition(), device)
     fb = s["feature_batch_size"]
     result: dict[str, Any] = {"method": s["method"]}
     if s["method"] == "ccvr":
@@ -398,7 +381,7 @@ def calibrate(run_dir: str | os.PathLike, out_dir: str | os.PathLike,
 
     final_path = run_dir / "final.json"
     run_last = json.loads(final_path.read_text())["last_acc"] if final_path.exists() else None
-    provenance = _provenance(run_dir)
+    provenance = saved.provenance
     result.update({
         "run_dir": str(run_dir),
         "run_id": provenance.get("run_id"),
@@ -419,15 +402,6 @@ def calibrate(run_dir: str | os.PathLike, out_dir: str | os.PathLike,
     atomic.write_json(out_dir / "calibration.json", _jsonable(result))
     log(f"{s['method']}: test accuracy {acc_before:.4f} → {acc_after:.4f} ({out_dir})")
     return result
-
-
-def _provenance(run_dir: Path) -> dict[str, Any]:
-    from fedhet.config import load_yaml
-
-    try:
-        return dict(load_yaml(str(run_dir / "resolved.yaml")).get("provenance") or {})
-    except OSError:
-        return {}
 
 
 def _jsonable(obj: Any) -> Any:

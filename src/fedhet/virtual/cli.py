@@ -1,28 +1,15 @@
-"""`fedhet virtual-data`, `fedhet virtual-grid` and `fedhet client-tsne` (VHL's cached virtual
-datasets, their image grids and the t-SNE of client features); added to `fedhet` by
-`fedhet.cli`."""
+"""`fedhet virtual-grid` and `fedhet client-tsne` (the image grids of VHL's cached virtual
+datasets and the t-SNE of client features); added to `fedhet` by `fedhet.cli`. The datasets
+themselves are built by `fedhet virtual-data` (`fedhet.cli.artefacts`)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 MARKERS = ("o", "^", "s", "D", "v", "P")
-
-
-def cmd_virtual_data(args: argparse.Namespace) -> int:
-    """Generate (or check) the cached virtual dataset of `--settings`; print its path."""
-    from fedhet.virtual import load_or_make_virtual
-
-    data = load_or_make_virtual(json.loads(args.settings), args.root)
-    print(f"{tuple(data.x.shape)} images, {data.num_classes} classes, sha256 {data.checksum}",
-          file=sys.stderr)
-    print(data.path)
-    return 0
 
 
 def cmd_virtual_grid(args: argparse.Namespace) -> int:
@@ -48,8 +35,7 @@ def client_features(run_dir: Path, clients: int, per_client: int) -> dict[str, A
     import numpy as np
     import torch
 
-    from fedhet.posthoc.ccvr import extract_features
-    from fedhet.saved import open_run
+    from fedhet.saved import extract_features, open_run
 
     saved = open_run(run_dir, device="cpu")
     files = saved.client_model_files()
@@ -75,7 +61,6 @@ def client_tsne_figure(panels: list[dict[str, Any]], title: str = "",
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     from fedhet.figures.footnote import add_footnote
     from fedhet.figures.legends import (class_colours, class_handles, class_legend, legend_in,
@@ -135,12 +120,6 @@ def cmd_client_tsne(args: argparse.Namespace) -> int:
 
 
 def add_subcommands(sub: Any) -> None:
-    p = sub.add_parser("virtual-data", help="build a cached VHL virtual dataset, print its path")
-    p.add_argument("--settings", required=True,
-                   help="virtual dataset settings as JSON (fedhet.virtual.spec)")
-    p.add_argument("--root", default="resources/datasets", help="dataset cache directory")
-    p.set_defaults(func=cmd_virtual_data)
-
     p = sub.add_parser("virtual-grid", help="image grid of a cached virtual dataset (PNG)")
     p.add_argument("--data", required=True, help="virtual dataset file (.pt)")
     p.add_argument("--out", required=True, help="PNG to write")

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from fedhet.data.core import CacheError, checksum_path, verify_checksum, write_checksummed
+from fedhet.declare import BuildPlaces
 from fedhet.virtual.generators import GENERATORS
 from fedhet.virtual.spec import (
     CACHE_FORMAT,
@@ -95,3 +96,11 @@ def load_or_make_virtual(settings: Mapping[str, Any],
                          "regenerate")
     return VirtualData(payload["x"], payload["y"], resolved["num_classes"], resolved,
                        actual, path)
+
+
+def build_virtual(settings: Mapping[str, Any], places: BuildPlaces) -> tuple[Path, str]:
+    """`fedhet virtual-data`: the cached virtual dataset of `settings` (built if needed) and
+    what it holds."""
+    data = load_or_make_virtual(settings, places.root)
+    return data.path, (f"{tuple(data.x.shape)} images, {data.num_classes} classes, sha256 "
+                       f"{data.checksum}")

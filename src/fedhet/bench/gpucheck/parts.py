@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from fedhet.bench.gpucheck.records import append_record, device_name, make_record
 from fedhet.engine.modes import Mode
+from fedhet.saved import read_settings
 from fedhet.settings import DEFAULTS
 
 REPO = Path(__file__).resolve().parents[4]
@@ -255,8 +255,8 @@ def real_run(ctx: Context, fmnist_dir: Path, shrink: Sequence[str] = ()) -> dict
                           f"{_tail(proc.stderr)}")
     final = json.loads((out / "final.json").read_text())
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    resolved = yaml.safe_load((out / "resolved.yaml").read_text())
-    prov = resolved["provenance"]
+    saved = read_settings(out)
+    prov, resolved = saved.provenance, saved.recorded
     ends = [row["seconds"] for row in rows]
     per_round = [b - a for a, b in zip([0.0, *ends], ends)]
     real = prov["stands_in_for"] is None

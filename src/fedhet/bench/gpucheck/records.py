@@ -20,7 +20,7 @@ from fedhet import atomic
 # `model`: the registered model (`fedhet.models`) whose training by the engine the figures
 # measure, as `fedhet cost --throughput` reads it; null where the record measured no model of
 # the engine (the CUDA tests, the reference loop, a part that did not finish). `shape`: the
-# model's shape as a run trains it (`fedhet.analysis.scale_cost.ModelShape.key`), which `fedhet
+# model's shape as a run trains it (`fedhet.cost.estimate.ModelShape.key`), which `fedhet
 # cost` matches runs to; null where the figures stand for any shape of `model`.
 FIELDS = ("device", "torch", "mode", "model", "shape", "what", "s_per_round", "img_per_s",
           "tflops", "peak_mem_gib", "ok", "note")

@@ -23,6 +23,7 @@ DISTILLED_DATA = ArtefactFamily(
     " --partitions resources/partitions",
     summary="FedLGD's initial local virtual data of every client (statistics initialisation "
     "and distribution matching), one per dataset, partition and distillation setting",
+    build="fedhet.distill.core:build_distilled",
 )
 
 

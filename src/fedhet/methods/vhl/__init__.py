@@ -17,6 +17,7 @@ VIRTUAL_DATA = ArtefactFamily(
     command="fedhet virtual-data --settings {settings} --root resources/datasets",
     summary="VHL's virtual datasets: generated images (StyleGAN-style, noise, CNN) or a "
     "real-image subset, one per generator setting",
+    build="fedhet.virtual.core:build_virtual",
 )
 
 
