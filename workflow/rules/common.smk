@@ -12,6 +12,7 @@ from snakemake.utils import validate
 from fedhet import papers
 from fedhet import experiments as X
 from fedhet.config import ConfigError
+from fedhet.report.drawing import drawing_fingerprint
 
 ROOT = Path(workflow.basedir)
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -244,6 +245,9 @@ config["scale_warning"] = " ".join(str(EXP.scale_config["warning"]).split())
 # in their cells only then (their CSVs always keep it), and the report's texts say which
 COMPARABLE = bool(EXP.scale_config.get("comparable", True))
 config["scale_comparable"] = COMPARABLE
+# the package code that draws tables, figures and leaderboards (fedhet.report.drawing): a param
+# of the rules that draw, so that editing it redraws their results, and only theirs
+DRAWN_WITH = drawing_fingerprint()
 
 
 def item_note(kind):

@@ -15,6 +15,7 @@ FIGURE_PARAMS = {
     "caption": lambda wildcards: figure_kind(wildcards).caption,
     "results": f"results/{SCALE}",
     "device": EXP.scale_config.get("runtime", {}).get("device", "auto"),
+    "drawn_with": DRAWN_WITH,
 }
 
 

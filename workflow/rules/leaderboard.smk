@@ -38,6 +38,7 @@ rule leaderboard_table:
         payload=board_table_payload,
         note=lambda wildcards: board_item(wildcards).scale_changes,
         comparable=COMPARABLE,
+        drawn_with=DRAWN_WITH,
     script:
         "../scripts/make_table.py"
 
@@ -66,6 +67,7 @@ rule leaderboard_ranking:
         "../../envs/fedhet.yaml"
     params:
         payload=board_payload,
+        drawn_with=DRAWN_WITH,
     script:
         "../scripts/leaderboard.py"
 
@@ -91,6 +93,7 @@ rule leaderboard_overview:
         "../../envs/fedhet.yaml"
     params:
         payload=overview_payload,
+        drawn_with=DRAWN_WITH,
     script:
         "../scripts/leaderboard_overview.py"
 

@@ -32,6 +32,7 @@ rule table:
         payload=table_payload,
         note=item_note("table"),
         comparable=COMPARABLE,
+        drawn_with=DRAWN_WITH,
     script:
         "../scripts/make_table.py"
 
@@ -57,6 +58,7 @@ rule scorecard:
         "../../envs/fedhet.yaml"
     params:
         payload=scorecard_payload("all"),
+        drawn_with=DRAWN_WITH,
     script:
         "../scripts/scorecard.py"
 
@@ -78,3 +80,4 @@ use rule scorecard as ci_scorecard with:
     localrule: True
     params:
         payload=scorecard_payload("ci"),
+        drawn_with=DRAWN_WITH,
