@@ -103,6 +103,12 @@ def run_job(tmp_path: Path, address: str | None, steps: int, **popen) -> subproc
                                 stderr=subprocess.STDOUT, **popen)
 
 
+def as_from_a_terminal() -> None:
+    """A child's SIGINT handled by default, as a job started from a terminal has it: a test run
+    started in the background of a script inherits it ignored, where Ctrl-C would mean nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def markers(tmp_path: Path) -> list[list[str]]:
     path = tmp_path / "job" / "markers"
     return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
@@ -178,7 +184,8 @@ def test_ctrl_c_ends_a_served_job_and_what_it_started(tmp_path, served):
     """SIGINT to the process group of a client (Ctrl-C in its terminal): nothing of the job
     runs on a few seconds later, as with the job in its own process."""
     address, log = served
-    client = run_job(tmp_path, address, steps=10000, start_new_session=True)
+    client = run_job(tmp_path, address, steps=10000, start_new_session=True,
+                     preexec_fn=as_from_a_terminal)
     try:
         worker, child = served_copy(tmp_path, client.pid)
         os.killpg(client.pid, signal.SIGINT)
@@ -337,7 +344,7 @@ def test_ctrl_c_on_a_workflow_run_leaves_nothing_of_it_running(tmp_path):
     snakemake = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2",
                                   f"results/demo/runs/{run}/final.json"], cwd=tmp_path, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=as_from_a_terminal)
     try:
         wait_for(lambda: log.exists() and " round 1/" in log.read_text(),
                  "the training job never trained a round", seconds=900)
