@@ -1,7 +1,7 @@
 """Which tests can see the repository's state: those marked `repo_state`, and no other.
 
 The state is what the workflow and its tools write into the repository (ignored by git):
-results/, resources/, reports/<scale>/, .snakemake/, .ckpt/ and gpu-check.json. A test must
+results/, resources/, reports/, .snakemake/, .ckpt/ and gpu-check.json. A test must
 pass whatever they hold, so CI runs the marked tests a second time once its steps have built
 them (.ci/run); the marker is what picks them, so it must not miss one. A test without it
 (tests/conftest.py):
@@ -56,8 +56,8 @@ class Guard:
         self.workdir = str(workdir)
         self.root = str(root)
         self.state = tuple(os.path.join(self.root, name) for name in
-                           ("results", "resources", ".snakemake", ".ckpt", "gpu-check.json"))
-        self.reports = os.path.join(self.root, "reports")  # its folders: its files are sources
+                           ("results", "resources", "reports", ".snakemake", ".ckpt",
+                            "gpu-check.json"))
         self.seen: list[str] | None = None  # None: no unmarked test is running
         self.before: dict[str, int] | None = None  # the last listing, while still true
 
@@ -65,9 +65,7 @@ class Guard:
         p = absolute(path)
         if p is None:
             return False
-        if any(p == s or p.startswith(s + os.sep) for s in self.state):
-            return True
-        return p.startswith(self.reports + os.sep) and os.sep in p[len(self.reports) + 1:]
+        return any(p == s or p.startswith(s + os.sep) for s in self.state)
 
     def reaches_state(self, cwd: Any) -> bool:
         """Whether relative paths of a process started in `cwd` name the state: in the
@@ -81,11 +79,8 @@ class Guard:
         changes its folder's: Snakemake and the package write through renamed temporary
         files), and of the state's files at the top (gpu-check.json)."""
         out: dict[str, int] = {}
-        tops = list(self.state)
-        if os.path.isdir(self.reports):
-            tops += [e.path for e in os.scandir(self.reports) if e.is_dir(follow_symlinks=False)]
         stack = []
-        for top in tops:
+        for top in self.state:
             try:
                 out[top] = os.lstat(top).st_mtime_ns
                 stack.append(top)

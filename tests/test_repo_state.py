@@ -22,7 +22,7 @@ sys.addaudithook(lambda event, args: WATCHING and WATCHING[0].audit(event, args)
 def repo(tmp_path):
     """A repository with sources and state, and a guard watching it."""
     root = tmp_path / "repo"
-    for path in ("config/config.yaml", "reports/report.css", "reports/demo/report.html",
+    for path in ("config/config.yaml", "workflow/report/report.css", "reports/demo/report.html",
                  "results/demo/scorecard.csv", "resources/datasets/digits10.pt",
                  ".snakemake/log/old.log"):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
@@ -44,7 +44,7 @@ def test_what_reads_or_writes_the_state_is_named_and_the_sources_are_not(repo, t
     with guard.unmarked():
         assert Path.cwd() == tmp_path / "work"
         (root / "config" / "config.yaml").read_text()
-        (root / "reports" / "report.css").read_text()
+        (root / "workflow" / "report" / "report.css").read_text()
         subprocess.run(["true"], cwd=tmp_path, check=True)
         subprocess.run(["true"], cwd=root / "config", check=True)  # as git in src/fedhet
         assert guard.problems(listing=True) == []

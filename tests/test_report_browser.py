@@ -169,7 +169,7 @@ IMAGE = """async () => {
 }""" % PANE
 
 
-# the landing view's verdict summary (reports/workflow.rst: `.. container:: fedhet-verdicts`)
+# the landing view's verdict summary (workflow/report/workflow.rst: `.. container:: fedhet-verdicts`)
 VERDICTS = """() => {
   const box = %s.querySelector('.fedhet-verdicts');
   if (!box) return null;

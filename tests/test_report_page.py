@@ -20,11 +20,11 @@ from fedhet.report.__main__ import settings
 from fedhet.tables import scorecard
 
 ROOT = Path(__file__).resolve().parents[1]
-CSS = (ROOT / "reports" / "report.css").read_text()
+CSS = (ROOT / "workflow" / "report" / "report.css").read_text()
 
 
 def landing_html(scale: str = "demo") -> str:
-    """reports/workflow.rst rendered as Snakemake renders the report's text (Jinja, then
+    """workflow/report/workflow.rst rendered as Snakemake renders the report's text (Jinja, then
     docutils' HTML writer)."""
 
     class Snakemake:
@@ -34,7 +34,7 @@ def landing_html(scale: str = "demo") -> str:
             "scale_note": "Digits stand in for CIFAR-10.",
         }
 
-    text = Environment().from_string((ROOT / "reports" / "workflow.rst").read_text())
+    text = Environment().from_string((ROOT / "workflow" / "report" / "workflow.rst").read_text())
     return publish_parts(text.render(snakemake=Snakemake), writer="html")["html_body"]
 
 
@@ -294,7 +294,7 @@ def page_variable(page: str, script_id: str):
     return json.loads(re.compile(r"^\s*var \w+ = (.*);$", re.M).search(page, start).group(1))
 
 
-JS = (ROOT / "reports" / "report.js").read_text()
+JS = (ROOT / "workflow" / "report" / "report.js").read_text()
 
 
 def test_the_sidebar_follows_the_papers_and_shows_no_sort_key():
@@ -369,6 +369,6 @@ def test_a_title_with_rst_markup_characters_renders_as_written(caption):
         params = Params
         wildcards = type("W", (), {"challenger": "mine", "paper": "fedlgd", "table": "t1"})
 
-    text = Environment().from_string((ROOT / "reports" / f"{caption}.rst").read_text())
+    text = Environment().from_string((ROOT / "workflow" / "report" / f"{caption}.rst").read_text())
     html = publish_parts(text.render(snakemake=Snakemake), writer="html")["html_body"]
     assert "distillation rounds |τ| *per* round" in html and "problematic" not in html

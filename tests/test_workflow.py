@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.workflow
-COPIED = ("Snakefile", "workflow", "config", "reports", "profiles/default", "envs")
+COPIED = ("Snakefile", "workflow", "config", "profiles/default", "envs")
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -144,16 +144,11 @@ def test_report_job_parameters_name_the_payload_not_its_content():
 
 
 def copy_workflow(tmp: Path) -> None:
-    """Copy the workflow's sources into `tmp` (of reports/ its files: its folders are built)."""
+    """Copy the workflow's sources into `tmp`."""
     for name in COPIED:
         src = ROOT / name
         dst = tmp / name
-        if name == "reports":
-            dst.mkdir()
-            for entry in os.scandir(src):
-                if entry.is_file():
-                    shutil.copy2(entry.path, dst / entry.name)
-        elif src.is_dir():
+        if src.is_dir():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -284,7 +279,7 @@ def test_editing_a_figure_script_regenerates_only_figures_and_report(workdir):
 
 
 def test_editing_a_caption_regenerates_only_the_report(workdir):
-    caption = workdir["dir"] / "reports" / "figure.rst"
+    caption = workdir["dir"] / "workflow" / "report" / "figure.rst"
     caption.write_text(caption.read_text() + "\n")
     assert dry(workdir) == {"report": 1, "all": 1}
     snakemake(workdir["dir"], "--cores", "2", env=workdir["env"])

@@ -238,7 +238,7 @@ def rounds_terms(rounds):
     return terms
 
 
-# the report's introduction says the same (reports/workflow.rst), under the scale's warning
+# the report's introduction says the same (workflow/report/workflow.rst), under the scale's warning
 config["scale_note"] = scenario_note()
 config["scale_warning"] = " ".join(str(EXP.scale_config["warning"]).split())
 # whether a difference from a paper's number means something at this scale: the tables print it
@@ -260,4 +260,4 @@ def item_note(kind):
 
 
 # The report's landing text (its title, the scale's warning, how to read the tables).
-REPORT_TEXT = "reports/workflow.rst"
+REPORT_TEXT = "workflow/report/workflow.rst"

@@ -25,7 +25,7 @@ rule figure:
     output:
         report(
             "results/{scale}/figures/{paper}/{figure}.png",
-            caption="../../reports/figure.rst",
+            caption="../report/figure.rst",
             category=report_category,
             subcategory=papers.FIGURES_SUBCATEGORY,
             labels=report_labels,
@@ -49,7 +49,7 @@ rule analysis_figure:
     output:
         report(
             "results/{scale}/figures/{paper}/{figure}.png",
-            caption="../../reports/figure.rst",
+            caption="../report/figure.rst",
             category=report_category,
             subcategory=papers.FIGURES_SUBCATEGORY,
             labels=report_labels,

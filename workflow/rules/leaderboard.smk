@@ -22,7 +22,7 @@ rule leaderboard_table:
         md="results/{scale}/leaderboard/{challenger}/{paper}/{table}.md",
         html=report(
             "results/{scale}/leaderboard/{challenger}/{paper}/{table}.html",
-            caption="../../reports/leaderboard_table.rst",
+            caption="../report/leaderboard_table.rst",
             category=board_category,
             subcategory=report_category,
             labels=board_table_labels,
@@ -53,7 +53,7 @@ rule leaderboard_ranking:
         md="results/{scale}/leaderboard/{challenger}/leaderboard.md",
         html=report(
             "results/{scale}/leaderboard/{challenger}/leaderboard.html",
-            caption="../../reports/leaderboard.rst",
+            caption="../report/leaderboard.rst",
             category=board_category,
             subcategory="0 · Leaderboard",
             labels={"table": "the challenger against each paper's methods"},
@@ -82,7 +82,7 @@ rule leaderboard_overview:
         md="results/{scale}/leaderboard/overview.md",
         html=report(
             "results/{scale}/leaderboard/overview.html",
-            caption="../../reports/leaderboard_overview.rst",
+            caption="../report/leaderboard_overview.rst",
             category=papers.leaderboard_overview_category(),
             labels={"table": "the entries side by side"},
         ),

@@ -1,8 +1,8 @@
 # The HTML report (reports/<scale>/report.html): built by Snakemake's own report generator from
 # every result of rule `results`, then finished by `python -m fedhet.report` (the tab's title, the
-# layout fixes of reports/report.css and reports/report.js, the provenance of the build, the
-# sidebar in the papers' order, the figures' notes in their captions). As a rule it reruns
-# whenever a table, figure, caption, the stylesheet or the script changes.
+# layout fixes and script of workflow/report/, the provenance of the build, the sidebar in the
+# papers' order, the figures' notes in their captions). As a rule it reruns whenever a table,
+# figure, caption (workflow/report/*.rst), the stylesheet or the script changes.
 
 
 include: "report_functions.smk"
@@ -12,7 +12,7 @@ rule report:
     input:
         results=all_results(),
         captions=expand(
-            "reports/{caption}.rst",
+            "workflow/report/{caption}.rst",
             caption=["workflow", "table", "figure", "scorecard"]
             + (
                 ["leaderboard", "leaderboard_table", "leaderboard_overview"]
@@ -20,8 +20,8 @@ rule report:
                 else []
             ),
         ),
-        css="reports/report.css",
-        js="reports/report.js",
+        css="workflow/report/report.css",
+        js="workflow/report/report.js",
     output:
         "reports/{scale}/report.html",
     log:

@@ -18,7 +18,7 @@ rule table:
         md="results/{scale}/tables/{paper}/{table}.md",
         html=report(
             "results/{scale}/tables/{paper}/{table}.html",
-            caption="../../reports/table.rst",
+            caption="../report/table.rst",
             category=report_category,
             subcategory=papers.TABLES_SUBCATEGORY,
             labels=report_labels,
@@ -47,7 +47,7 @@ rule scorecard:
         md="results/{scale}/scorecard.md",
         html=report(
             "results/{scale}/scorecard.html",
-            caption="../../reports/scorecard.rst",
+            caption="../report/scorecard.rst",
             category=SCORECARD_CATEGORY,
             labels=SCORECARD_LABELS,
         ),
@@ -71,7 +71,7 @@ use rule scorecard as ci_scorecard with:
         md="results/{scale}/ci/scorecard.md",
         html=report(
             "results/{scale}/ci/scorecard.html",
-            caption="../../reports/scorecard.rst",
+            caption="../report/scorecard.rst",
             category=SCORECARD_CATEGORY,
             labels=SCORECARD_LABELS,
         ),

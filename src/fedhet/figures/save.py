@@ -23,7 +23,7 @@ from typing import IO, Any
 
 DPI = 150
 # CSS pixels of width the report's pane gives a figure at 1366×768: the window less the sidebar
-# at its widest (a third, reports/report.css) and the pane's padding
+# at its widest (a third, workflow/report/report.css) and the pane's padding
 PANE_PX = 880
 MIN_CSS_PX = 9.0
 # the PNG's text chunks

@@ -1,2 +1,2 @@
 """The finished HTML report: Snakemake's generated page with fedhet's title, its layout fixes
-(reports/report.css) and the provenance of the build (what it was built from)."""
+(workflow/report/report.css) and the provenance of the build (what it was built from)."""

@@ -21,8 +21,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--config", type=Path, nargs="*", default=[],
                    help="config files the report was built with, over config/config.yaml "
                         "(the scale and seeds)")
-    p.add_argument("--css", type=Path, default=Path("reports/report.css"))
-    p.add_argument("--js", type=Path, default=Path("reports/report.js"))
+    p.add_argument("--css", type=Path, default=Path("workflow/report/report.css"))
+    p.add_argument("--js", type=Path, default=Path("workflow/report/report.js"))
     return p.parse_args(argv)
 
 

@@ -1,5 +1,5 @@
 """Finish Snakemake's generated report page: the browser tab's title, fedhet's stylesheet (layout
-fixes of the report template: reports/report.css) and script (reports/report.js), the provenance
+fixes of the report template: workflow/report/report.css) and script (workflow/report/report.js), the provenance
 and the scorecard's verdicts written into the landing text's placeholders, the script that lets a
 link open a result (the landing text's link to the scorecard, the scorecard's links to the
 tables' cells), and the page's data made readable:
@@ -27,7 +27,7 @@ from fedhet.papers import split_sort_key
 
 STYLE_ID = "fedhet-report-style"
 SCRIPT_ID = "fedhet-report-script"
-# the landing text's placeholder (reports/workflow.rst: `.. container:: fedhet-provenance`)
+# the landing text's placeholder (workflow/report/workflow.rst: `.. container:: fedhet-provenance`)
 PLACEHOLDER = re.compile(r'(<div class="fedhet-provenance[^"]*">).*?(</div>)', re.S)
 # and of the scorecard's verdicts (`.. container:: fedhet-verdicts`), optional
 VERDICTS = re.compile(r'(<div class="fedhet-verdicts[^"]*">).*?(</div>)', re.S)
@@ -126,7 +126,7 @@ def finish(page: str, *, title: str, css: str, provenance_html: str, script: str
     def landing(text: str) -> str:
         if not PLACEHOLDER.search(text):
             raise ReportPageError("the landing text has no provenance placeholder "
-                                  "(reports/workflow.rst: `.. container:: fedhet-provenance`)")
+                                  "(workflow/report/workflow.rst: `.. container:: fedhet-provenance`)")
         text = PLACEHOLDER.sub(lambda m: m.group(1) + provenance_html + m.group(2), text,
                                count=1)
         if verdicts_html is not None:
@@ -215,7 +215,7 @@ def _ordered(names: list[str]) -> list[tuple[str, str]]:
 def order_entries(categories: Mapping[str, Mapping[str, list[str]]],
                   results: Mapping[str, Mapping[str, Any]]):
     """The sidebar's categories, subcategories and results in the order of their sort keys,
-    each shown without its key (the report's app keeps this order: reports/report.js); the
+    each shown without its key (the report's app keeps this order: workflow/report/report.js); the
     results' labels likewise."""
     def row_key(path: str) -> tuple:
         labels = results.get(path, {}).get("labels") or {}
