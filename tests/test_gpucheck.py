@@ -32,6 +32,7 @@ from fedhet.bench.paper_round import (
     client_indices,
 )
 from fedhet.cli import main as cli_main
+from fedhet.data.fmnist import DEBIAN_FMNIST_DIR
 from fedhet.engine.modes import Mode
 
 
@@ -244,8 +245,11 @@ def test_the_cost_of_a_scale_from_the_check_s_own_records(tmp_path, capsys):
                             "--work", str(tmp_path / "work")],
                            env={**os.environ, "PYTHON": sys.executable},
                            capture_output=True, text=True, timeout=600)
-    # 1 where no Fashion-MNIST is installed: the real-data run's record then says so
-    assert check.returncode in (0, 1), check.stdout + check.stderr
+    # every part passes where Fashion-MNIST is installed (CI's machine: this is its GPU check's
+    # run on the CPU); 1 where it is not: the real-data run's record then says so
+    fmnist = Path(os.environ.get("FEDHET_FMNIST_DIR") or DEBIAN_FMNIST_DIR)
+    assert check.returncode in ((0,) if fmnist.is_dir() else (0, 1)), \
+        check.stdout + check.stderr
     costs = {mode: _cost(capsys, "--throughput", str(out), *(["--mode", mode] if mode else []))
              for mode in (None, "bf16")}
     records = read_records(out)
