@@ -31,8 +31,6 @@ SCRIPT_ID = "fedhet-report-script"
 PLACEHOLDER = re.compile(r'(<div class="fedhet-provenance[^"]*">).*?(</div>)', re.S)
 # and of the scorecard's verdicts (`.. container:: fedhet-verdicts`), optional
 VERDICTS = re.compile(r'(<div class="fedhet-verdicts[^"]*">).*?(</div>)', re.S)
-# the template's results (a library of the page declares a `var results` too)
-RESULTS = re.compile(r'<script id="results">\s*var results = (.*?);\s*</script>', re.S)
 # A link opens a result of the report as its sidebar would: a link of the landing text
 # (<a data-fedhet-result="results/...">), or a message from a result's page in its frame (the
 # scorecard's links to the tables' cells: {fedhet: "open", result, anchor}); the result's own
@@ -96,11 +94,12 @@ class ReportPageError(ValueError):
 def results_of(page: str) -> dict:
     """The report's results (path → name, mime type, data URI, ...), as its page holds them;
     empty where it holds none."""
-    match = RESULTS.search(page)
+    # its own script element: a library of the page declares a `var results` too
+    match = _find_variable(page, "results", "results")
     if match is None:
         return {}
     try:
-        return json.loads(match.group(1))
+        return json.loads(match.group(2))
     except ValueError:
         return {}
 
@@ -182,10 +181,15 @@ def _encode(value: Any) -> str:
     return json.dumps(value).replace("</", "<\\/")
 
 
+def _splice(page: str, match: re.Match[str], value: Any) -> str:
+    """`page` with the value of the variable `match` found replaced by `value`."""
+    return page[:match.start(2)] + _encode(value) + page[match.end(2):]
+
+
 def _write_variable(page: str, script_id: str, value: Any) -> str:
     match = _find_variable(page, script_id)
     assert match is not None  # read before
-    return page[:match.start(2)] + _encode(value) + page[match.end(2):]
+    return _splice(page, match, value)
 
 
 def _edit_variable(page: str, script_id: str, name: str, edit, required: bool = False) -> str:
@@ -195,8 +199,7 @@ def _edit_variable(page: str, script_id: str, name: str, edit, required: bool = 
             raise ReportPageError(f"no `var {name} = ...;` line: not a Snakemake HTML report "
                                   "of the expected version")
         return page
-    value = edit(json.loads(match.group(2)))
-    return page[:match.start(2)] + _encode(value) + page[match.end(2):]
+    return _splice(page, match, edit(json.loads(match.group(2))))
 
 
 # --------------------------------------------------------------------------- the sidebar
