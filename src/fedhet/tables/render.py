@@ -415,9 +415,12 @@ def render_markdown(
 
 # a table of more columns than this is set smaller and tighter, so that it fits the report's pane
 WIDE_COLUMNS = 8
+# a page's body (tables, the scorecard): its right margin keeps a table clear of the pane's edge
+RIGHT_MARGIN = 24  # CSS pixels
+BODY_STYLE = f"body{{font-family:sans-serif;font-size:13px;margin:12px {RIGHT_MARGIN}px 24px 16px}}"
 STYLE = (
-    "body{font-family:sans-serif;font-size:13px;margin:12px 24px 24px 16px}"
-    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;"
+    BODY_STYLE
+    + "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;"
     "text-align:right;white-space:nowrap}th{white-space:normal;vertical-align:bottom}"
     "td:first-child,th:first-child{text-align:left;white-space:normal}"
     "table.wide{font-size:12px}table.wide td,table.wide th{padding:2px 4px}"
@@ -433,7 +436,7 @@ STYLE = (
 FIT_SCRIPT = (
     "<script>(function(){var t=document.querySelector('table');if(!t)return;"
     "var base=parseFloat(getComputedStyle(t).fontSize);function fit(){t.style.fontSize='';"
-    "var size=base,room=document.documentElement.clientWidth-24;"
+    f"var size=base,room=document.documentElement.clientWidth-{RIGHT_MARGIN};"
     "while(t.getBoundingClientRect().right>room&&size>9){size-=0.5;"
     "t.style.fontSize=size+'px';}}fit();addEventListener('resize',fit);})();</script>"
 )

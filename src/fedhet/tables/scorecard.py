@@ -30,7 +30,7 @@ from fedhet.tables.claims import (
     UNIVERSAL,
 )
 from fedhet.tables.maths import SPREAD_SEEDS, TIE_MARGIN
-from fedhet.tables.render import cell_anchor, fmt
+from fedhet.tables.render import BODY_STYLE, cell_anchor, fmt
 
 RULES = {"all": "needs every pair", "majority": "needs a majority of pairs"}
 
@@ -95,8 +95,8 @@ def rule(tie_margin: float = TIE_MARGIN) -> list[str]:
 LEGEND = " ".join(rule())
 
 STYLE = (
-    "body{font-family:sans-serif;font-size:13px;margin:12px 24px 24px 16px}"
-    "table{border-collapse:collapse}"
+    BODY_STYLE
+    + "table{border-collapse:collapse}"
     "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
     ".warning{border:2px solid #b45309;background:#fffbeb;padding:6px 10px;max-width:60em}"
 )
