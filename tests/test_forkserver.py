@@ -120,6 +120,57 @@ def test_a_run_through_the_server_is_the_run_in_its_own_process(tmp_path, server
     assert bad.returncode == 2 and "missing.yaml" in bad.stderr
 
 
+# The server with its imports held back (a flag file: until it exists, they wait), as a slow
+# machine's would be
+SLOW_IMPORTS = """
+import pathlib, sys, time
+import fedhet.local.server as s
+
+flag, real = pathlib.Path(sys.argv.pop(1)), s._preload
+
+
+def held_back():
+    while not flag.exists():
+        time.sleep(0.05)
+    real()
+
+
+s._preload = held_back
+sys.exit(s.main(sys.argv[1:]))
+"""
+
+
+def test_the_address_comes_before_the_imports_and_a_job_waits_for_them(tmp_path, monkeypatch):
+    """The server tells where it listens before it imports what the jobs import (Snakemake goes
+    on meanwhile); a job that connects sooner waits for them, then runs on the server."""
+    flag = tmp_path / "imports-may-start"
+    server, log = start(tmp_path, command=[sys.executable, "-c", SLOW_IMPORTS, str(flag)])
+    try:
+        assert server.process.poll() is None
+        job = subprocess.Popen([sys.executable, "-m", "fedhet.cli", "run-id", "--help"],
+                               env={**os.environ, protocol.ENV: server.address},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1)
+        assert job.poll() is None, "the job did not wait for the server's imports"
+        flag.touch()
+        out, err = job.communicate(timeout=120)
+        assert job.returncode == 0, err
+        assert "running in this process" not in err
+        assert "ran `fedhet run-id`" in log.read_text()
+    finally:
+        stop(server)
+
+
+def test_a_server_stopped_while_it_imports_ends_at_once_and_leaves_nothing(tmp_path):
+    """A run that ends before the server's imports do (its jobs never asked for it) does not
+    wait for them: SIGTERM ends the server then, and its directory goes with it."""
+    never = tmp_path / "never"
+    server, log = start(tmp_path, command=[sys.executable, "-c", SLOW_IMPORTS, str(never)])
+    stop(server)  # with the imports held back for good, only SIGTERM can end it
+    assert server.process.returncode == 0
+    assert "stopped while importing" in log.read_text()
+
+
 # A workflow script as the workflow's are written: handed to the server first, its stderr then
 # pointed at a log file that it closes before it ends.
 SCRIPT = """

@@ -348,6 +348,29 @@ def _serve_on(server: socket.socket, directory: sockdir.PrivateDir, started: flo
         handlers.add(pid)
 
 
+class _Stopped(Exception):
+    """SIGTERM arrived while the server imported what its jobs import."""
+
+
+def _preload_unless_stopped(stop: list) -> None:
+    """`_preload`, cut short by SIGTERM (`_Stopped`): a run that ends before the imports do
+    (its jobs never asked the server) does not wait for them."""
+    if stop:
+        raise _Stopped
+
+    def stop_at_once(*_) -> None:
+        stop.append(True)
+        raise _Stopped
+
+    signal.signal(signal.SIGTERM, stop_at_once)
+    try:
+        _preload()
+    finally:
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    if stop:
+        raise _Stopped
+
+
 def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = None) -> int:
     """Serve at most `max_jobs` commands at once on a socket in a new private directory,
     written with a newline to the file descriptor `ready_fd` once it accepts, until
@@ -361,7 +384,6 @@ def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = No
         return 1
     # read before the imports: a source edited while they run is then newer than the start
     started, methods = fingerprint(), external.installed()
-    _preload()
     stop = []  # from here on SIGTERM stops the loop, which removes the socket and directory
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     try:
@@ -380,7 +402,13 @@ def serve(max_jobs: int, ready_fd: int | None = None, watch_pid: int | None = No
         if ready_fd is not None:
             os.write(ready_fd, f"{path}\n".encode())
             os.close(ready_fd)
+        # the imports come after the address is told, so that Snakemake goes on building its
+        # DAG meanwhile, and a short run whose jobs never ask the server ends it before they
+        # are done; a job that connects sooner waits in the listen queue
+        _preload_unless_stopped(stop)
         _serve_on(server, directory, started, methods, max_jobs, watch_pid, stop)
+    except _Stopped:
+        print("stopped while importing", flush=True)
     finally:
         server.close()
         for left in sockdir.remove(directory):
