@@ -171,8 +171,6 @@ def test_the_round_bench_records_every_variant(tmp_path, monkeypatch, one_thread
         ("bf16", False, "RuntimeError: CUDA out of memory")]  # the next mode still ran
 
 
-# the part runs pytest in the repository (its configuration and markers), as the GPU check does
-@pytest.mark.repo_state
 def test_the_tests_part_reports_pytest_s_summary_and_failures(tmp_path):
     test_file = tmp_path / "test_fake_gpu.py"
     test_file.write_text(
@@ -234,8 +232,6 @@ def _cost(capsys, *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-# the check's tests part runs pytest in the repository
-@pytest.mark.repo_state
 def test_the_cost_of_a_scale_from_the_check_s_own_records(tmp_path, capsys):
     """`ci/gpu-check.sh --cpu` then `fedhet cost --throughput` on what it wrote: the model the
     paper round trained costs at its measured throughput, the fastest record's, or the fastest

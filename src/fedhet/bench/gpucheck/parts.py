@@ -66,10 +66,12 @@ class Context:
 def tests(ctx: Context, targets: Sequence[str]) -> dict[str, Any]:
     """`pytest -m gpu` on the test files `targets`: ok when it passes; the note is pytest's
     summary line and the failing tests."""
-    # addopts emptied: the repository's own -q on top of this one would hide the summary line
+    # run in the scratch folder, outside the repository, as the suite runs its tests (pytest
+    # finds the repository's configuration from the test files); addopts emptied: the
+    # repository's own -q on top of this one would hide the summary line
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-o", "addopts=", "-q",
                            "-rfE", "-p", "no:cacheprovider", *targets],
-                          cwd=REPO, capture_output=True, text=True, env=environment())
+                          cwd=ctx.work, capture_output=True, text=True, env=environment())
     lines = proc.stdout.strip().splitlines()
     summary = next((line.strip("= ") for line in reversed(lines) if PYTEST_SUMMARY.search(line)),
                    _tail(proc.stdout + proc.stderr))
