@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import yaml
 
 from fedhet import experiments as X
 from fedhet import tables as T
+from test_workflow import dry_run_in_a_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -213,19 +213,11 @@ def test_gain_mean_and_std_over_seeds(two_seeds, tmp_path):
 
 
 @pytest.mark.workflow
-@pytest.mark.repo_state
-def test_dry_run_calibrations_depend_on_model_only(demo):
+def test_dry_run_calibrations_depend_on_model_only(demo, tmp_path):
     t2 = demo.items["ccvr_t2"]
     cid = next(c for c in t2.calibration_ids() if "/oracle-" in c)
     target = f"results/demo/calibrations/{cid}/calibration.json"
-    proc = subprocess.run(
-        ["snakemake", "-n", "--forceall", "--nolock", "-p", target],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = dry_run_in_a_copy(tmp_path, "--forceall", "-p", target)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     blocks = [b for b in out.split("\n\n") if "rule calibrate:" in b]

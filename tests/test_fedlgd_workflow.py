@@ -6,13 +6,13 @@ run that can share it, the demo's per-paper scale shrinks FedLGD only (sweeps st
 from __future__ import annotations
 
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from fedhet import experiments as X
+from test_workflow import dry_run_in_a_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = ["mnist", "svhn", "usps", "synthdigits", "mnistm", "avg"]
@@ -136,17 +136,13 @@ def test_every_reference_number_is_in_the_paper_text():
     assert not missing, sorted(missing)
 
 
-@pytest.mark.repo_state
-def test_dry_run_builds_one_distillation_job_for_the_runs_that_share_it(demo):
+def test_dry_run_builds_one_distillation_job_for_the_runs_that_share_it(demo, tmp_path):
     """Table 1's ConvNet and ResNet-18 runs at one IPC read one artefact: one job."""
     row = [c for c in demo.items["fedlgd_t1"].cells
            if c.labels["ipc"] == "ipc10" and c.labels["client"] == "avg"
            and c.labels["method"] in ("fedavg", "fedlgd")]
     targets = [f"results/demo/runs/{c.run_ids[0]}/final.json" for c in row]
-    proc = subprocess.run(
-        ["snakemake", "-n", "--nolock", "--forceall", *targets], cwd=ROOT,
-        capture_output=True, text=True, timeout=300, check=False,
-    )
+    proc = dry_run_in_a_copy(tmp_path, "--forceall", *targets)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     blocks = (proc.stdout + proc.stderr).split("\nrule ")
     distilled = [b for b in blocks if b.startswith("artefact_distilled:")]

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from test_workflow import copy_workflow, dry_run_in_a_copy
+
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "profiles"
 SLURM = PROFILES / "slurm" / "config.yaml"
@@ -320,18 +322,14 @@ def test_ci_scripts_parse(script):
 
 
 @pytest.mark.workflow
-@pytest.mark.repo_state
 @pytest.mark.parametrize("gpus, expected", [(None, "gpu=1"), ("0", "gpu=0")])
-def test_the_workflows_gpu_jobs_ask_for_the_scales_gpus(gpus, expected):
+def test_the_workflows_gpu_jobs_ask_for_the_scales_gpus(gpus, expected, tmp_path):
     """Training and calibration ask for GPUs (the scale's, or $FEDHET_JOB_GPUS); the other
     cluster jobs (analysis figures) ask for none."""
     env = {k: v for k, v in os.environ.items() if k != "FEDHET_JOB_GPUS"}
     if gpus is not None:
         env["FEDHET_JOB_GPUS"] = gpus
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--forceall", "ccvr_fig6"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-    )
+    proc = dry_run_in_a_copy(tmp_path, "--forceall", "ccvr_fig6", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     seen: dict[str, set[str]] = {}
     rule = None
@@ -409,19 +407,23 @@ def test_job_groups_pack_runs_into_one_slurm_job(tmp_path, args, expected, flags
 
 
 def workflow_groups(tmp_path: Path, *args: str) -> list[dict]:
-    """The group jobs a dry run of the real workflow with the SLURM profile would submit."""
+    """The group jobs a dry run of the real workflow with the SLURM profile would submit (in a
+    copy of the workflow, with the profile's partition file where it names it)."""
+    if not (tmp_path / "Snakefile").exists():
+        copy_workflow(tmp_path)
+        shutil.copytree(PROFILES / "slurm", tmp_path / "profiles" / "slurm")
     (tmp_path / "groups.py").write_text(GROUP_RESOURCES)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDHET_SLURM_", "FEDHET_JOB"))}
     cmd = [sys.executable, str(tmp_path / "groups.py"), "-n", "--forceall", "ccvr_t1",
            "--cores", "1000", "--profile", str(PROFILES / "slurm"), "--workflow-profile", "none",
            *args]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return [json.loads(line[6:]) for line in proc.stdout.splitlines() if line.startswith("GROUP ")]
 
 
 @pytest.mark.workflow
-@pytest.mark.repo_state
 def test_packed_training_runs_share_one_gpu_of_one_slurm_job(tmp_path, slurm):
     """`--groups train=gpu_runs --group-components gpu_runs=K` puts K training runs in one SLURM
     job that asks for one GPU (--gres=gpu:1, routed to the GPU partition) and K runs' time, as

@@ -4,8 +4,6 @@ rounds / speed-up / cost maths of VHL cells, and the cached virtual datasets sha
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ import yaml
 from fedhet import tables as T
 from fedhet.experiments import cost_factor, load_experiment
 from fedhet.virtual.spec import real_source, resolve_settings
+from test_workflow import dry_run_in_a_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,15 +116,10 @@ def test_feddf_unlabeled_data_gets_its_own_prepare_job(paper_exp):
         assert by_method[method] == set(), method
 
 
-@pytest.mark.repo_state
-def test_tinyimagenet_virtual_data_waits_for_its_source():
+def test_tinyimagenet_virtual_data_waits_for_its_source(tmp_path):
     """Table 6's Tiny-ImageNet virtual set is cut from the real dataset: its virtual-data job
     depends on that dataset's prepare-data job."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--nolock", "--forceall", "-p", "vhl_t6",
-         "--config", "scale=paper"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )
+    proc = dry_run_in_a_copy(tmp_path, "--forceall", "-p", "vhl_t6", "--config", "scale=paper")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     blocks = out.split("\nrule ")
@@ -232,16 +226,12 @@ def test_figures_use_their_own_rules_and_runs(exp):
     assert kinds == {"virtual_grid"}
 
 
-@pytest.mark.repo_state
-def test_dry_run_shares_one_virtual_dataset_between_runs(exp):
+def test_dry_run_shares_one_virtual_dataset_between_runs(exp, tmp_path):
     """Table 1's VHL runs of one dataset read one virtual dataset: one job, many consumers."""
     cells = [c for c in exp.items["vhl_t1"].cells
              if c.labels["method"] == "vhl" and c.labels["setting"] != "centralized"]
     targets = [f"results/demo/runs/{c.run_ids[0]}/final.json" for c in cells[:6]]
-    proc = subprocess.run(
-        ["snakemake", "-n", "--nolock", "--forceall", *targets], cwd=ROOT,
-        capture_output=True, text=True, timeout=300, check=False,
-    )
+    proc = dry_run_in_a_copy(tmp_path, "--forceall", *targets)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
     blocks = out.split("\nrule ")
