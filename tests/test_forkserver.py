@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedhet.local import jobstate, launcher, peercred, protocol, sockdir
+from fedhet.local import launcher, peercred, protocol, sockdir
 from tiny_runs import tiny_run
 
 ROOT = Path(__file__).resolve().parents[1]
+# what a client says on stderr when it runs its command itself (fedhet.local.protocol)
+OWN_PROCESS = "running this command in its own process"
 # The server run with the kernel's answer about each connecting peer shifted to another uid
 # (the CI user cannot switch users).
 OTHER_UID_PEERS = ("import dataclasses, sys, fedhet.local.server as s; real = s.peer; "
@@ -106,7 +108,7 @@ def test_a_run_through_the_server_is_the_run_in_its_own_process(tmp_path, server
     served = fedhet(["train", "--config", str(config), "--out", str(tmp_path / "a")], server)
     alone = fedhet(["train", "--config", str(config), "--out", str(tmp_path / "b")], None)
     assert served.returncode == alone.returncode == 0, served.stderr
-    assert "running in this process" not in served.stderr
+    assert OWN_PROCESS not in served.stderr
     assert "round 2/2" in served.stderr  # the job's output reaches the job's stderr
 
     def results(d):
@@ -155,8 +157,29 @@ def test_the_address_comes_before_the_imports_and_a_job_waits_for_them(tmp_path,
         flag.touch()
         out, err = job.communicate(timeout=120)
         assert job.returncode == 0, err
-        assert "running in this process" not in err
+        assert OWN_PROCESS not in err
         assert "ran `fedhet run-id`" in log.read_text()
+    finally:
+        stop(server)
+
+
+def test_a_module_the_server_cannot_import_is_left_to_the_jobs(tmp_path, monkeypatch):
+    """On a machine without one of the modules the server imports ahead (Snakemake's, on a GPU
+    node that runs `fedhet` alone), the log says so and the server serves the jobs all the
+    same: the server does not die after telling its address."""
+    blocker = tmp_path / "no-snakemake" / "snakemake"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text('raise ImportError("no Snakemake here")\n')
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, [str(blocker.parent), os.environ.get("PYTHONPATH")])))
+    server, log = start(tmp_path)
+    try:
+        job = fedhet(["run-id", "--help"], server.address, timeout=300)
+        assert job.returncode == 0, job.stderr
+        assert OWN_PROCESS not in job.stderr
+        said = log.read_text()
+        assert "not imported ahead: snakemake.script (ImportError: no Snakemake here)" in said
+        assert "ran `fedhet run-id`" in said
     finally:
         stop(server)
 
@@ -240,9 +263,14 @@ def test_the_server_names_why_it_declines(monkeypatch):
     from fedhet import external
     from fedhet.local.server import _decline_reason, _methods_changed
 
-    ours = {"python": os.path.realpath(sys.executable), "package": str(protocol.PACKAGE),
-            "fingerprint": 1.0, "state": jobstate.capture()}
+    ours = {**protocol.job_request(["run-id"]), "fingerprint": 1.0}  # what a client sends
     assert _decline_reason(ours, started=2.0, nfds=2) is None
+    # CUDA started in the server (tests/test_gpu.py starts it for real)
+    import torch
+
+    with monkeypatch.context() as m:
+        m.setattr(torch.cuda, "is_initialized", lambda: True)
+        assert "the server has initialised CUDA" in _decline_reason(ours, 2.0, 2)
     nicer = {**ours["state"], "nice": ours["state"]["nice"] - 1}  # it takes privileges
     assert "the job's niceness is" in _decline_reason({**ours, "state": nicer}, 2.0, 2)
     limits = {**ours["state"]["limits"], "RLIMIT_NOFILE": [1 << 40, 1 << 40]}

@@ -306,11 +306,10 @@ def test_a_process_that_started_cuda_forks_no_worker():
     """The server declines a job once CUDA is initialised in it, or in the server its handler
     was forked from (torch marks that child a bad fork), instead of forking a worker."""
     script = textwrap.dedent("""
-        import os, sys, torch
-        from fedhet.local.protocol import PACKAGE
+        import os, torch
+        from fedhet.local.protocol import job_request
         from fedhet.local.server import _decline_reason
-        request = {"python": os.path.realpath(sys.executable), "package": str(PACKAGE),
-                   "fingerprint": 0.0}
+        request = {**job_request(["run-id"]), "fingerprint": 0.0}
         print("before:", _decline_reason(request, 1.0, 2), flush=True)
         torch.zeros(1, device="cuda")
         print("server:", _decline_reason(request, 1.0, 2), flush=True)

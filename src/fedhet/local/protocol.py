@@ -98,6 +98,16 @@ def _await_status(conn: socket.socket, path: str) -> int | None:
     return code
 
 
+def job_request(argv: list[str]) -> dict:
+    """The request this process sends the server to run the command `argv` (the protocol's
+    JSON object): the command, where and how it would run here, and what code it would run."""
+    return {
+        "argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
+        "python": os.path.realpath(sys.executable), "package": str(PACKAGE),
+        "fingerprint": fingerprint(), "state": jobstate.capture(),
+    }
+
+
 def run_remote(argv: list[str]) -> int | None:
     """Run the command `argv` on the fork server named by $FEDHET_FORKSERVER and return its
     exit status; None when it should run in this process (no server, a socket not served by
@@ -113,11 +123,7 @@ def run_remote(argv: list[str]) -> int | None:
         pid, path = parse_address(value)
     except ValueError as err:
         return _own_process(str(err))
-    request = json.dumps({
-        "argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
-        "python": os.path.realpath(sys.executable), "package": str(PACKAGE),
-        "fingerprint": fingerprint(), "state": jobstate.capture(),
-    }).encode()
+    request = json.dumps(job_request(argv)).encode()
     if len(request) > MAX_REQUEST:
         return _own_process(f"its request to the fork server would be {len(request)} bytes, "
                             f"over the cap of {MAX_REQUEST}")

@@ -46,6 +46,7 @@ command, followed by a 4-byte length and the reason (UTF-8).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import select
@@ -56,6 +57,7 @@ import sys
 import tempfile
 import time
 import traceback
+from types import ModuleType
 
 from fedhet import external
 from fedhet.atomic import pid_alive
@@ -78,29 +80,18 @@ def _preload() -> None:
     torch._dynamo; and scikit-learn's digits, which the digit stand-ins read. For the workflow's
     table and figure scripts (`fedhet run-script`): Snakemake's script module, which their
     preamble imports, pandas, matplotlib (Agg, as they set it) and seaborn, and fedhet's table
-    and figure helpers."""
-    import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401
-    import torch._inductor.config  # noqa: F401
-    from sklearn.datasets import load_digits  # noqa: F401
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
-    import pandas  # noqa: F401
-    import seaborn  # noqa: F401
-    import snakemake.script  # noqa: F401
-
-    import fedhet.leaderboard.rows  # noqa: F401
-    import fedhet.leaderboard.ranking  # noqa: F401
-    import fedhet.figures.commands  # noqa: F401
-    import fedhet.figures.footnote  # noqa: F401
-    import fedhet.figures.labels  # noqa: F401
-    import fedhet.figures.legends  # noqa: F401
-    import fedhet.figures.titles  # noqa: F401
-    import fedhet.tables  # noqa: F401
-    import fedhet.tables.scorecard  # noqa: F401
+    and figure helpers. A module that cannot be imported is left to the jobs (`_import_ahead`)."""
+    for name in ("torch", "torch._dynamo", "torch._inductor.config", "sklearn.datasets"):
+        _import_ahead(name)
+    matplotlib = _import_ahead("matplotlib")
+    if matplotlib is not None:
+        matplotlib.use("Agg")
+    for name in ("matplotlib.pyplot", "pandas", "seaborn", "snakemake.script",
+                 "fedhet.leaderboard.rows", "fedhet.leaderboard.ranking",
+                 "fedhet.figures.commands", "fedhet.figures.footnote", "fedhet.figures.labels",
+                 "fedhet.figures.legends", "fedhet.figures.titles", "fedhet.tables",
+                 "fedhet.tables.scorecard"):
+        _import_ahead(name)
 
     import fedhet.cli  # noqa: F401
     import fedhet.train  # noqa: F401
@@ -113,6 +104,18 @@ def _preload() -> None:
         for name in catalog.names(kind):
             if catalog.method(name).implemented and catalog.package(name) is None:
                 catalog.implementation(name)
+
+
+def _import_ahead(name: str) -> ModuleType | None:
+    """Import `name` for the jobs. Where it cannot be imported (Snakemake's script module on a
+    machine without Snakemake, say), the log says so and the server serves all the same: a job
+    that needs the module imports it itself, and fails as it would in its own process."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        print(f"not imported ahead: {name} ({type(err).__name__}: {err}); the jobs that need "
+              "it import it themselves", flush=True)
+        return None
 
 
 def _cuda_started() -> bool:
