@@ -129,17 +129,18 @@ def test_the_round_bench_records_every_variant(tmp_path, monkeypatch, one_thread
     reference with the others' speed relative to it; a failing variant is recorded as such."""
     size = RoundSize(clients=2, images=4, batch_size=4, model="cnn4", width=0.25)
     path = tmp_path / "gpu-check.json"
-    records = bench_modes(size, [Mode("default")], ["engine", "stacked", "reference"],
+    records = bench_modes(size, [Mode("default")], ["engine", "eager", "stacked", "reference"],
                           torch.device("cpu"), records=str(path), echo=lambda _: None)
     assert read_records(path) == records
-    assert [r["what"] for r in records] == ["paper round: engine, clients one at a time",
-                                            "paper round: engine, stacked clients",
-                                            "paper round: reference loop"]
+    assert [r["what"] for r in records] == [
+        "paper round: engine, clients one at a time",
+        "paper round: engine, clients one at a time, eager (no CUDA graphs)",
+        "paper round: engine, stacked clients", "paper round: reference loop"]
     for r in records:
         assert r["ok"] and r["mode"] == "default" and r["peak_mem_gib"] is None
         assert r["img_per_s"] == pytest.approx(8 / r["s_per_round"])
-    assert "stacked" in records[1]["note"]
-    assert "engine" in records[2]["note"] and "x its speed" in records[2]["note"]
+    assert "stacked" in records[2]["note"]
+    assert "engine" in records[3]["note"] and "x its speed" in records[3]["note"]
     with pytest.raises(ValueError, match="unknown variant"):
         bench_modes(size, [Mode("default")], ["compiled"], torch.device("cpu"))
     # --profile: one more round of each variant under torch.profiler, its table in a file
@@ -171,6 +172,35 @@ def test_the_round_bench_records_every_variant(tmp_path, monkeypatch, one_thread
         ("bf16", False, "RuntimeError: CUDA out of memory")]  # the next mode still ran
 
 
+def test_packed_runs_are_timed_only_while_all_of_them_train():
+    """Two runs of 100-image rounds: the first ends rounds at 1, 2, ..., 6 s, the second
+    (started later) at 3.5, 4.5, ..., 8.5 s. Both train from 3.5 s (the second's first round)
+    to 6 s (the first's last): rounds ending in (3.5, 6] are the first's at 4, 5, 6 and the
+    second's at 4.5, 5.5: 5 rounds, 500 images in 2.5 s."""
+    first = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    second = [3.5, 4.5, 5.5, 6.5, 7.5, 8.5]
+    assert parts.overlap_rate([first, second], 100) == (200.0, 2.5, 5)
+    assert parts.overlap_rate([first], 100) == (100.0, 5.0, 5)  # one run: its rounds after the 1st
+    # runs that never trained at once, or a run with a single round, give no figure
+    assert parts.overlap_rate([first, [7.0, 8.0]], 100) is None
+    assert parts.overlap_rate([first, [3.0]], 100) is None
+
+
+def test_the_packing_measurement_runs_and_records_each_group(tmp_path):
+    """`python -m fedhet.bench.gpucheck packing`, shrunk for the CPU: one run timed over its
+    rounds after the first (a GPU times 1, 2 and 4 at once)."""
+    out = tmp_path / "packing.json"
+    done = subprocess.run([sys.executable, "-m", "fedhet.bench.gpucheck", "packing", "--cpu",
+                           "--out", str(out), "--work", str(tmp_path / "work"), "--counts", "1",
+                           "--rounds", "3", "--steps", "graph"],
+                          capture_output=True, text=True, env=parts.environment(), timeout=600)
+    assert done.returncode == 0, done.stderr
+    [record] = read_records(out)
+    assert record["what"] == "1 run(s) sharing the device, graph-replayed steps"
+    assert record["ok"] and record["model"] == "resnet18" and record["img_per_s"] > 0
+    assert "img/s over the" in record["note"] and "when all 1 trained (2 rounds" in record["note"]
+
+
 def test_the_tests_part_reports_pytest_s_summary_and_failures(tmp_path):
     test_file = tmp_path / "test_fake_gpu.py"
     test_file.write_text(
@@ -200,11 +230,12 @@ def test_the_real_data_run_is_the_small_scale_fmnist_cell():
 
 
 def test_each_part_gets_its_own_seconds_and_what_the_earlier_ones_left():
-    # on time: each part until its own deadline (90, 135, 207, 237 s), within the whole's 240 s
-    # less the summary's 5 (the last part: 28 s)
-    assert [GPU_BUDGET.limit(i, at) for i, at in enumerate((0, 90, 135, 207))] == [90, 45, 72, 28]
+    # on time: each part until its own deadline (118, 158, 210, 235 s), within the whole's
+    # 240 s less the summary's 5
+    assert [GPU_BUDGET.limit(i, at) for i, at in enumerate((0, 118, 158, 210))] == [118, 40, 52,
+                                                                                  25]
     # early parts that finished sooner leave their seconds to the next
-    assert GPU_BUDGET.limit(1, 20.7) == 115
+    assert GPU_BUDGET.limit(1, 20.7) == 138
     # late: never past the whole, and nothing at all once it is used up
     assert GPU_BUDGET.limit(3, 230) == 5
     assert GPU_BUDGET.limit(3, 236) == -1

@@ -69,7 +69,8 @@ def add_subcommands(sub: Any) -> None:
                    "(torch.profiler) and write its busiest operators to "
                    "DIR/<variant>-<mode>.txt ('+' in the mode written '_')")
     p.add_argument("--variants", default="engine,stacked,reference",
-                   help="what --round-time times, comma-separated (default: %(default)s)")
+                   help="what --round-time times, comma-separated: engine, eager (the engine "
+                   "without CUDA graphs), stacked, reference (default: %(default)s)")
     p.add_argument("--timed-rounds", type=int, default=1,
                    help="rounds of --round-time timed after its warm-up; the median is reported")
     p.add_argument("--round-samples", type=int, default=5000,

@@ -8,6 +8,8 @@ batches (each client's 5,000 as 39 batches of 128 and one of 8), in the same mod
 
 - `engine`: `Federation.run_round`, clients one at a time (`runtime.client_workers` of them at
   once on a CPU).
+- `eager`: `engine` with `runtime.cuda_graphs` false: each step launched op by op, the graph's
+  gain measured beside it (on a CPU the same as `engine`).
 - `stacked`: the same with `training.vectorise_clients` (torch.func.vmap over the clients).
 - `reference`: the loop most FL code runs. Per client a `DataLoader` (shuffled, batch 128, no
   workers, pinned memory on a GPU) over a `TensorDataset` of the client's images as float32 in
@@ -102,8 +104,9 @@ def client_indices(size: RoundSize, per_client: int) -> list[np.ndarray]:
 
 
 def round_run(size: RoundSize, mode: Mode, device: torch.device, stacked: bool = False,
-              client_workers: int = 1) -> dict[str, Any]:
-    """The resolved run of the paper round in `mode` (every client trains every round)."""
+              client_workers: int = 1, graphs: bool = True) -> dict[str, Any]:
+    """The resolved run of the paper round in `mode` (every client trains every round;
+    `graphs`: `runtime.cuda_graphs`)."""
     return resolve_run({
         "dataset": {"name": "cifar10"},
         "model": {"name": size.model, "width": size.width, "options": json.loads(size.options)},
@@ -112,7 +115,8 @@ def round_run(size: RoundSize, mode: Mode, device: torch.device, stacked: bool =
         "training": {"rounds": 1, "clients_per_round": size.clients, "local_epochs": 1,
                      "batch_size": size.batch_size, "lr": 0.01, "momentum": 0.9,
                      "weight_decay": 1e-4, "augment": "crop_flip", "vectorise_clients": stacked},
-        "runtime": {"device": str(device), "client_workers": client_workers, **mode.runtime()},
+        "runtime": {"device": str(device), "client_workers": client_workers,
+                    "cuda_graphs": graphs, **mode.runtime()},
     })
 
 
@@ -120,10 +124,10 @@ Builder = Callable[[list[np.ndarray]], tuple[Callable[[], None], str]]
 
 
 def engine_builder(size: RoundSize, mode: Mode, data: FedData, device: torch.device,
-                   stacked: bool, client_workers: int = 1) -> Builder:
+                   stacked: bool, client_workers: int = 1, graphs: bool = True) -> Builder:
     """Rounds of our engine on given client indices, and how its clients trained (the log's
     words, with a channels-last request it did not honour)."""
-    run = round_run(size, mode, device, stacked, client_workers)
+    run = round_run(size, mode, device, stacked, client_workers, graphs)
 
     def build(indices: list[np.ndarray]) -> tuple[Callable[[], None], str]:
         fed = Federation(run, data, indices, device)
@@ -262,6 +266,7 @@ def profile(one_round: Callable[[], None], device: torch.device, path: Path) -> 
 
 VARIANTS: dict[str, str] = {
     "engine": "engine, clients one at a time",
+    "eager": "engine, clients one at a time, eager (no CUDA graphs)",
     "stacked": "engine, stacked clients",
     "reference": "reference loop",
 }
@@ -271,7 +276,8 @@ def variant_builder(variant: str, size: RoundSize, mode: Mode, data: FedData,
                     device: torch.device, client_workers: int) -> Builder:
     if variant == "reference":
         return reference_builder(size, mode, data, device)
-    return engine_builder(size, mode, data, device, variant == "stacked", client_workers)
+    return engine_builder(size, mode, data, device, variant == "stacked", client_workers,
+                          graphs=variant != "eager")
 
 
 def bench_modes(size: RoundSize, modes: Sequence[Mode], variants: Sequence[str],

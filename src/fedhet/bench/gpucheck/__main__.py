@@ -5,12 +5,16 @@ and records a part that did not finish.
 
 python -m fedhet.bench.gpucheck tests|shared-runs|real-run --out FILE --work DIR [--cpu]
     [--fmnist DIR]
+python -m fedhet.bench.gpucheck packing --out FILE --work DIR [--cpu] [--counts 1,2,4]
+    [--rounds N] [--steps graph,eager]: outside the check, K runs sharing the device for each
+    K, graph-replayed and eager, timed while all K train (what `runs_per_gpu` is set from)
 python -m fedhet.bench.gpucheck failed --out FILE --what PART --note WHY [--cpu]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -35,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fedhet.bench.gpucheck",
                                      description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("tests", "shared-runs", "real-run", "failed"):
+    for name in ("tests", "shared-runs", "real-run", "packing", "failed"):
         p = sub.add_parser(name)
         p.add_argument("--out", type=Path, required=True, help="the results file")
         p.add_argument("--work", type=Path, default=Path("gpu-check-work"),
@@ -44,6 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         if name == "real-run":
             p.add_argument("--fmnist", type=Path, required=True,
                            help="directory with Fashion-MNIST's four IDX files (.gz or not)")
+        if name == "packing":
+            p.add_argument("--counts", default="1,2,4",
+                           help="how many runs share the device, comma-separated")
+            p.add_argument("--rounds", type=int, default=20,
+                           help="rounds per run: enough that the runs train at once for a "
+                           "while after the slowest start-up")
+            p.add_argument("--steps", default="graph,eager",
+                           help="graph (runtime.cuda_graphs true), eager, or both")
         if name == "failed":
             p.add_argument("--what", required=True, help="the part that did not finish")
             p.add_argument("--note", required=True, help="why")
@@ -63,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
             parts.tests(ctx, marked)
         else:
             ctx.record("pytest -m gpu", ok=False, note="no test file uses the gpu marker")
+    elif args.command == "packing":
+        spec = parts.SharedRuns(**CPU_SHARED) if args.cpu else parts.SharedRuns()
+        counts = [int(k) for k in args.counts.split(",")]
+        steps = [{"graph": True, "eager": False}[s.strip()] for s in args.steps.split(",")]
+        parts.packing(ctx, counts, dataclasses.replace(spec, rounds=args.rounds), steps)
     elif args.command == "shared-runs":
         parts.shared_runs(ctx, parts.SharedRuns(**CPU_SHARED) if args.cpu else parts.SharedRuns())
     else:

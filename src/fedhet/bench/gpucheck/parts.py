@@ -18,6 +18,7 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -99,13 +100,15 @@ class SharedRuns:
     images (digits, 3×32×32), each client holding a whole number of batches, so every step
     trains `batch_size` images."""
 
-    runs: int = 4
+    runs: int = 2
     rounds: int = 3
     clients: int = 5
     local_steps: int = 16
     batch_size: int = 64
     width: float = 1.0
     model: str = "resnet18"
+    cuda_graphs: bool = True  # runtime.cuda_graphs: the runs' steps replayed, or eager
+    every_round: bool = False  # evaluate and log each round (a timeline), not only the last
 
     def dataset(self) -> dict[str, Any]:
         per_client = 4 * self.batch_size
@@ -122,8 +125,8 @@ class SharedRuns:
             "training": {"rounds": self.rounds, "clients_per_round": self.clients,
                          "local_steps": self.local_steps, "batch_size": self.batch_size,
                          "lr": 0.01, "momentum": 0.9, "weight_decay": 1e-4},
-            "eval": {"every": self.rounds},
-            "runtime": {"device": str(device)},
+            "eval": {"every": 1 if self.every_round else self.rounds},
+            "runtime": {"device": str(device), "cuda_graphs": self.cuda_graphs, "log_every": 1},
         }
 
     @property
@@ -142,6 +145,54 @@ def _launch(run: Mapping[str, Any], out: Path) -> subprocess.Popen:
     with open(out / "train.log", "wb") as log:
         return subprocess.Popen([*TRAIN, "--config-json", json.dumps(run), "--out", str(out)],
                                 stdout=log, stderr=subprocess.STDOUT, env=environment())
+
+
+# a run's log line at the end of an evaluated round (fedhet.train)
+ROUND_LINE = re.compile(r" round \d+/\d+ ")
+
+
+class Timeline:
+    """A run started in a process of its own whose log lines are read as they come: the
+    moments (this machine's monotonic clock) its rounds ended, so that runs sharing a device
+    are timed over the span when all of them trained."""
+
+    def __init__(self, run: Mapping[str, Any], out: Path):
+        out.mkdir(parents=True, exist_ok=True)
+        self.round_ends: list[float] = []
+        self.proc = subprocess.Popen([*TRAIN, "--config-json", json.dumps(run), "--out", str(out)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=environment())
+        self._reader = threading.Thread(target=self._read, args=(out / "train.log",), daemon=True)
+        self._reader.start()
+
+    def _read(self, log: Path) -> None:
+        assert self.proc.stdout is not None
+        with log.open("wb") as kept:
+            for line in self.proc.stdout:
+                if ROUND_LINE.search(line.decode(errors="replace")):
+                    self.round_ends.append(time.monotonic())
+                kept.write(line)
+
+    def wait(self) -> int:
+        code = self.proc.wait()
+        self._reader.join()
+        return code
+
+
+def overlap_rate(round_ends: Sequence[Sequence[float]], per_round: int
+                 ) -> tuple[float, float, int] | None:
+    """Images/s of runs together while every one of them trained: from when the last of them
+    ended its first round (start-up and warm-up behind all) to when the first of them ended
+    its last; with that span in seconds and the rounds counted in it. A run's rounds count
+    where they end inside the span (±1 round a run at its two ends). None where the runs never
+    trained at once."""
+    if any(len(ends) < 2 for ends in round_ends):
+        return None
+    start, end = max(ends[0] for ends in round_ends), min(ends[-1] for ends in round_ends)
+    if end <= start:
+        return None
+    rounds = sum(start < t <= end for ends in round_ends for t in ends)
+    return rounds * per_round / (end - start), end - start, rounds
 
 
 def _round_seconds(out: Path) -> list[float]:
@@ -203,6 +254,60 @@ def shared_runs(ctx: Context, spec: SharedRuns = SharedRuns()) -> list[dict[str,
     if alone_wall and shared_wall:
         shared["note"] += f"; {alone_wall / shared_wall:.2f}x the images/s of one after another"
     return [alone, ctx.add(shared)]
+
+
+def packing(ctx: Context, counts: Sequence[int], spec: SharedRuns,
+            steps: Sequence[bool] = (True, False)) -> list[dict[str, Any]]:
+    """Outside the four-minute check (`python -m fedhet.bench.gpucheck packing`): K runs
+    started at once on the one device for each K of `counts`, their steps replayed as CUDA
+    graphs and eager (`steps`: `runtime.cuda_graphs` of each group), so that `runs_per_gpu` is
+    set from measurements. A record's img/s is the runs' steady state (`overlap_rate`: only the
+    span when all K trained); its note adds the wall time, start-up included. Each record is
+    appended as soon as it is measured."""
+    from dataclasses import replace
+
+    from fedhet.data import prepare_dataset
+    from fedhet.models.flops import flops_per_image
+
+    d = spec.dataset()
+    prepare_dataset(d["name"], ctx.work / "datasets", d["options"])
+    flops = flops_per_image(spec.model, 32, 10, 3, width=spec.width)
+    per_round = spec.images // spec.rounds
+    out = []
+    for graphs in steps:
+        for k in counts:
+            step = "graph-replayed" if graphs else "eager"
+            what = f"{k} run(s) sharing the device, {step} steps"
+            group = replace(spec, runs=k, cuda_graphs=graphs, every_round=True)
+            folder = ctx.work / f"packing-{step}-{k}"
+            began = time.perf_counter()
+            runs = [Timeline(group.run(ctx.device, ctx.work, seed), folder / f"run{seed}")
+                    for seed in range(k)]
+            codes = [run.wait() for run in runs]
+            wall = time.perf_counter() - began
+            if any(codes):
+                seed = next(i for i, c in enumerate(codes) if c)
+                log = (folder / f"run{seed}" / "train.log").read_text(errors="replace")
+                out.append(ctx.record(what, spec.mode, model=spec.model, ok=False,
+                                      note=f"run{seed} exit {codes[seed]}: {_tail(log)}"))
+                continue
+            overlap = overlap_rate([run.round_ends for run in runs], per_round)
+            shape = (f"per run {spec.rounds} rounds x {spec.clients} clients x "
+                     f"{spec.local_steps} steps x batch {spec.batch_size}")
+            if overlap is None:
+                out.append(ctx.record(what, spec.mode, model=spec.model, ok=False, note=(
+                    f"the runs never trained all at once (wall {wall:.1f} s, {shape}): give "
+                    "more --rounds")))
+                continue
+            rate, span, rounds = overlap
+            record = ctx.make(what, spec.mode, model=spec.model, seconds=span * k / rounds,
+                              note=(f"{shape}; img/s over the {span:.1f} s when all {k} trained "
+                                    f"({rounds} rounds end in it), s/round one run's mean then; "
+                                    f"wall {wall:.1f} s from the first start to the last exit, "
+                                    "start-up included"))
+            record.update(img_per_s=rate, tflops=rate * flops / 1e12)
+            out.append(ctx.add(record))
+    return out
 
 
 # -- 4. one real-data run ---------------------------------------------------------------------
