@@ -75,13 +75,14 @@ def main(argv: list[str] | None = None) -> int:
             parts.tests(ctx, marked)
         else:
             ctx.record("pytest -m gpu", ok=False, note="no test file uses the gpu marker")
-    elif args.command == "packing":
+    elif args.command in ("packing", "shared-runs"):
         spec = parts.SharedRuns(**CPU_SHARED) if args.cpu else parts.SharedRuns()
-        counts = [int(k) for k in args.counts.split(",")]
-        steps = [{"graph": True, "eager": False}[s.strip()] for s in args.steps.split(",")]
-        parts.packing(ctx, counts, dataclasses.replace(spec, rounds=args.rounds), steps)
-    elif args.command == "shared-runs":
-        parts.shared_runs(ctx, parts.SharedRuns(**CPU_SHARED) if args.cpu else parts.SharedRuns())
+        if args.command == "shared-runs":
+            parts.shared_runs(ctx, spec)
+        else:
+            counts = [int(k) for k in args.counts.split(",")]
+            steps = [{"graph": True, "eager": False}[s.strip()] for s in args.steps.split(",")]
+            parts.packing(ctx, counts, dataclasses.replace(spec, rounds=args.rounds), steps)
     else:
         parts.real_run(ctx, args.fmnist, CPU_REAL_RUN if args.cpu else ())
     return 0

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,11 +140,16 @@ class SharedRuns:
         return self.rounds * self.clients * self.local_steps * self.batch_size
 
 
-def _launch(run: Mapping[str, Any], out: Path) -> subprocess.Popen:
+def _train_command(run: Mapping[str, Any], out: Path) -> list[str]:
+    """`fedhet train` of `run` into `out` (made here), as the shared runs start it."""
     out.mkdir(parents=True, exist_ok=True)
+    return [*TRAIN, "--config-json", json.dumps(run), "--out", str(out)]
+
+
+def _launch(run: Mapping[str, Any], out: Path) -> subprocess.Popen:
+    command = _train_command(run, out)
     with open(out / "train.log", "wb") as log:
-        return subprocess.Popen([*TRAIN, "--config-json", json.dumps(run), "--out", str(out)],
-                                stdout=log, stderr=subprocess.STDOUT, env=environment())
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment())
 
 
 # a run's log line at the end of an evaluated round (fedhet.train)
@@ -157,11 +162,9 @@ class Timeline:
     are timed over the span when all of them trained."""
 
     def __init__(self, run: Mapping[str, Any], out: Path):
-        out.mkdir(parents=True, exist_ok=True)
         self.round_ends: list[float] = []
-        self.proc = subprocess.Popen([*TRAIN, "--config-json", json.dumps(run), "--out", str(out)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     env=environment())
+        self.proc = subprocess.Popen(_train_command(run, out), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=environment())
         self._reader = threading.Thread(target=self._read, args=(out / "train.log",), daemon=True)
         self._reader.start()
 
@@ -201,6 +204,27 @@ def _round_seconds(out: Path) -> list[float]:
     return [row["round_seconds"] for row in rows]
 
 
+def _failed_runs(outs: Sequence[Path], codes: Sequence[int]) -> str | None:
+    """What a record says of runs (their output folders and exit codes) where one failed: how
+    many, and the first one's exit code and last log lines; None when all ended 0."""
+    failed = [(out, code) for out, code in zip(outs, codes) if code != 0]
+    if not failed:
+        return None
+    out, code = failed[0]
+    log = (out / "train.log").read_text(errors="replace")
+    return f"{len(failed)} of {len(outs)} runs failed; {out.name} exit {code}: {_tail(log)}"
+
+
+def _prepare(ctx: Context, spec: SharedRuns) -> float:
+    """Build the runs' dataset once (not by every run); the model's FLOPs per image."""
+    from fedhet.data import prepare_dataset
+    from fedhet.models.flops import flops_per_image
+
+    d = spec.dataset()
+    prepare_dataset(d["name"], ctx.work / "datasets", d["options"])
+    return flops_per_image(spec.model, 32, 10, 3, width=spec.width)
+
+
 def _group(ctx: Context, spec: SharedRuns, what: str, together: bool,
            flops: float) -> tuple[dict[str, Any], float | None]:
     """Train the runs one after another or all at once: their record (images/s over the wall
@@ -216,13 +240,9 @@ def _group(ctx: Context, spec: SharedRuns, what: str, together: bool,
         codes = [_launch(spec.run(ctx.device, ctx.work, seed), out).wait()
                  for seed, out in enumerate(outs)]
     wall = time.perf_counter() - start
-    failed = [(out, code) for out, code in zip(outs, codes) if code != 0]
+    failed = _failed_runs(outs, codes)
     if failed:
-        out, code = failed[0]
-        log = (out / "train.log").read_text(errors="replace")
-        return ctx.make(what, spec.mode, model=spec.model, ok=False,
-                        note=f"{len(failed)} of {spec.runs} runs failed; "
-                        f"{out.name} exit {code}: {_tail(log)}"), None
+        return ctx.make(what, spec.mode, model=spec.model, ok=False, note=failed), None
     # the first round of each run pays its warm-up; the others are its steady state
     steady = [statistics.median(s[1:] or s) for s in map(_round_seconds, outs)]
     per_round = spec.images // spec.rounds
@@ -242,12 +262,7 @@ def _group(ctx: Context, spec: SharedRuns, what: str, together: bool,
 def shared_runs(ctx: Context, spec: SharedRuns = SharedRuns()) -> list[dict[str, Any]]:
     """The runs one after another, then all at once on the one device (each group's record
     appended as soon as it is measured)."""
-    from fedhet.models.flops import flops_per_image
-    from fedhet.data import prepare_dataset
-
-    d = spec.dataset()
-    prepare_dataset(d["name"], ctx.work / "datasets", d["options"])  # once, not by every run
-    flops = flops_per_image(spec.model, 32, 10, 3, width=spec.width)
+    flops = _prepare(ctx, spec)
     alone, alone_wall = _group(ctx, spec, f"{spec.runs} runs one after another", False, flops)
     ctx.add(alone)
     shared, shared_wall = _group(ctx, spec, f"{spec.runs} runs sharing the device", True, flops)
@@ -264,14 +279,7 @@ def packing(ctx: Context, counts: Sequence[int], spec: SharedRuns,
     set from measurements. A record's img/s is the runs' steady state (`overlap_rate`: only the
     span when all K trained); its note adds the wall time, start-up included. Each record is
     appended as soon as it is measured."""
-    from dataclasses import replace
-
-    from fedhet.data import prepare_dataset
-    from fedhet.models.flops import flops_per_image
-
-    d = spec.dataset()
-    prepare_dataset(d["name"], ctx.work / "datasets", d["options"])
-    flops = flops_per_image(spec.model, 32, 10, 3, width=spec.width)
+    flops = _prepare(ctx, spec)
     per_round = spec.images // spec.rounds
     out = []
     for graphs in steps:
@@ -279,17 +287,15 @@ def packing(ctx: Context, counts: Sequence[int], spec: SharedRuns,
             step = "graph-replayed" if graphs else "eager"
             what = f"{k} run(s) sharing the device, {step} steps"
             group = replace(spec, runs=k, cuda_graphs=graphs, every_round=True)
-            folder = ctx.work / f"packing-{step}-{k}"
+            outs = [ctx.work / f"packing-{step}-{k}" / f"run{seed}" for seed in range(k)]
             began = time.perf_counter()
-            runs = [Timeline(group.run(ctx.device, ctx.work, seed), folder / f"run{seed}")
-                    for seed in range(k)]
+            runs = [Timeline(group.run(ctx.device, ctx.work, seed), run_out)
+                    for seed, run_out in enumerate(outs)]
             codes = [run.wait() for run in runs]
             wall = time.perf_counter() - began
-            if any(codes):
-                seed = next(i for i, c in enumerate(codes) if c)
-                log = (folder / f"run{seed}" / "train.log").read_text(errors="replace")
-                out.append(ctx.record(what, spec.mode, model=spec.model, ok=False,
-                                      note=f"run{seed} exit {codes[seed]}: {_tail(log)}"))
+            failed = _failed_runs(outs, codes)
+            if failed:
+                out.append(ctx.record(what, spec.mode, model=spec.model, ok=False, note=failed))
                 continue
             overlap = overlap_rate([run.round_ends for run in runs], per_round)
             shape = (f"per run {spec.rounds} rounds x {spec.clients} clients x "
