@@ -188,17 +188,19 @@ def test_packed_runs_are_timed_only_while_all_of_them_train():
 
 def test_the_packing_measurement_runs_and_records_each_group(tmp_path):
     """`python -m fedhet.bench.gpucheck packing`, shrunk for the CPU: one run timed over its
-    rounds after the first (a GPU times 1, 2 and 4 at once)."""
+    rounds after the first (a GPU times 1, 2 and 4 at once), of the model and batch asked for."""
     out = tmp_path / "packing.json"
     done = subprocess.run([sys.executable, "-m", "fedhet.bench.gpucheck", "packing", "--cpu",
                            "--out", str(out), "--work", str(tmp_path / "work"), "--counts", "1",
-                           "--rounds", "3", "--steps", "graph"],
+                           "--rounds", "3", "--steps", "graph", "--model", "convnet",
+                           "--batch-size", "16"],
                           capture_output=True, text=True, env=parts.environment(), timeout=600)
     assert done.returncode == 0, done.stderr
     [record] = read_records(out)
     assert record["what"] == "1 run(s) sharing the device, graph-replayed steps"
-    assert record["ok"] and record["model"] == "resnet18" and record["img_per_s"] > 0
+    assert record["ok"] and record["model"] == "convnet" and record["img_per_s"] > 0
     assert "img/s over the" in record["note"] and "when all 1 trained (2 rounds" in record["note"]
+    assert "per run 3 rounds x 2 clients x 1 steps x batch 16" in record["note"]
 
 
 def test_the_tests_part_reports_pytest_s_summary_and_failures(tmp_path):

@@ -6,7 +6,7 @@ and records a part that did not finish.
 python -m fedhet.bench.gpucheck tests|shared-runs|real-run --out FILE --work DIR [--cpu]
     [--fmnist DIR]
 python -m fedhet.bench.gpucheck packing --out FILE --work DIR [--cpu] [--counts 1,2,4]
-    [--rounds N] [--steps graph,eager]: outside the check, K runs sharing the device for each
+    [--rounds N] [--steps graph,eager] [--model NAME] [--batch-size B]: outside the check, K runs sharing the device for each
     K, graph-replayed and eager, timed while all K train (what `runs_per_gpu` is set from)
 python -m fedhet.bench.gpucheck failed --out FILE --what PART --note WHY [--cpu]
 """
@@ -56,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
                            "while after the slowest start-up")
             p.add_argument("--steps", default="graph,eager",
                            help="graph (runtime.cuda_graphs true), eager, or both")
+            p.add_argument("--model", default=None,
+                           help="the runs' model (default the shared runs' resnet18)")
+            p.add_argument("--batch-size", type=int, default=None,
+                           help="the runs' batch size (default the shared runs' 64)")
         if name == "failed":
             p.add_argument("--what", required=True, help="the part that did not finish")
             p.add_argument("--note", required=True, help="why")
@@ -82,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             counts = [int(k) for k in args.counts.split(",")]
             steps = [{"graph": True, "eager": False}[s.strip()] for s in args.steps.split(",")]
-            parts.packing(ctx, counts, dataclasses.replace(spec, rounds=args.rounds), steps)
+            shape = {"rounds": args.rounds, "model": args.model, "batch_size": args.batch_size}
+            spec = dataclasses.replace(spec, **{k: v for k, v in shape.items() if v is not None})
+            parts.packing(ctx, counts, spec, steps)
     else:
         parts.real_run(ctx, args.fmnist, CPU_REAL_RUN if args.cpu else ())
     return 0
