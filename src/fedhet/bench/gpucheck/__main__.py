@@ -6,8 +6,9 @@ and records a part that did not finish.
 python -m fedhet.bench.gpucheck tests|shared-runs|real-run --out FILE --work DIR [--cpu]
     [--fmnist DIR]
 python -m fedhet.bench.gpucheck packing --out FILE --work DIR [--cpu] [--counts 1,2,4]
-    [--rounds N] [--steps graph,eager] [--model NAME] [--batch-size B]: outside the check, K runs sharing the device for each
-    K, graph-replayed and eager, timed while all K train (what `runs_per_gpu` is set from)
+    [--rounds N] [--steps graph,eager] [--model NAME] [--batch-size B]: outside the check,
+    K runs sharing the device for each K, graph-replayed and eager, timed while all K train
+    (what `runs_per_gpu` is set from)
 python -m fedhet.bench.gpucheck failed --out FILE --what PART --note WHY [--cpu]
 """
 
