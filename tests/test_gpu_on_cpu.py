@@ -100,8 +100,8 @@ def test_bf16_on_a_gpu_without_it_is_refused(data_root, tmp_path, a_gpu):
         effective_on_a_gpu(gpu_run(data_root, tmp_path, runtime={"precision": "bf16"}))
 
 
-@pytest.mark.parametrize(("algorithm", "model"), STACKED_RUNS)
-def test_the_stacked_clients_test_s_runs_stack(data_root, tmp_path, algorithm, model):
+@pytest.mark.parametrize(("algorithm", "model", "cudnn"), STACKED_RUNS)
+def test_the_stacked_clients_test_s_runs_stack(data_root, tmp_path, algorithm, model, cudnn):
     one_at_a_time, stacked = (resolve_run(r) for r in stacked_pair(data_root, tmp_path,
                                                                      algorithm, model))
     options = stacked["dataset"]["options"]
