@@ -17,6 +17,15 @@ sys.addaudithook(GUARD.audit)
 TURNS_FOLDER = "FEDHET_TEST_TURNS"  # the xdist workers' shared folder (`Turns`)
 TURNS: list[Turns] = []  # in an xdist worker of this session: its turns
 
+# The test files that take longest (seconds on 2 cores in CI, 2026-12-04: 327, 109, 100, 87, 78,
+# 55, 49, 48), collected first: under `-n 2` each file goes whole to one worker, in collection
+# order (`--dist loadfile --no-loadscope-reorder`), so the longest start first and the shorter
+# ones fill in around them, and the two workers end together. Run last, the longest file ran
+# alone for minutes while the other worker had nothing left.
+LONGEST_FIRST = ("test_workflow.py", "test_leaderboard_workflow.py", "test_forkserver.py",
+                 "test_gpucheck.py", "test_vectorised_clients.py", "test_forkserver_jobs.py",
+                 "test_leaderboard_entries.py", "test_gpu_workflow.py")
+
 
 def pytest_configure(config):
     """Under pytest-xdist, the controller makes the folder its workers take turns in, and each
@@ -33,6 +42,12 @@ def pytest_unconfigure(config):
     shutil.rmtree(GUARD.workdir, ignore_errors=True)
     if not hasattr(config, "workerinput") and TURNS_FOLDER in os.environ:
         shutil.rmtree(os.environ.pop(TURNS_FOLDER), ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """`LONGEST_FIRST`'s files first; the others, and each file's tests, as collected."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.hookimpl(hookwrapper=True)
