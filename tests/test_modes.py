@@ -7,6 +7,8 @@ equal. The GPU's side of the same is in test_gpu.py."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -134,6 +136,20 @@ def test_deterministic_mode_sets_torchs_flags_and_the_default_unsets_them(run, m
     modes.apply_modes(resolve_run(run), torch.device("cpu"))  # a later run in this process
     assert not torch.are_deterministic_algorithms_enabled()
     assert not torch.backends.cudnn.deterministic
+
+
+def test_the_default_mode_undoes_a_warn_only_setting_and_imports_no_compiler():
+    """Torch's setting is left alone where it already is the mode's (setting it imports
+    torch's compiler, seconds in a fresh process); a warn-only setting is not the mode's."""
+    torch.use_deterministic_algorithms(False, warn_only=True)
+    modes.set_deterministic(False)
+    assert not torch.is_deterministic_algorithms_warn_only_enabled()
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import sys, torch; from fedhet.engine import modes; "
+         "modes.set_deterministic(False); print(sorted(m for m in sys.modules "
+         "if m.startswith(('torch._inductor', 'torch._dynamo'))))"],
+        capture_output=True, text=True, check=True)
+    assert fresh.stdout.strip() == "[]"
 
 
 def test_cudnn_benchmarking_sets_torchs_flag_and_excludes_the_deterministic_mode(run):
