@@ -74,9 +74,10 @@ FULL_WAIT_SECONDS = 2.0  # at the cap, how long a new job waits for a finished j
 def _preload() -> None:
     """Import what a job imports: torch, the engine, every model and fedhet's own methods (the
     code of a method of another package is imported by each job that uses it: a failing import
-    must not stop the server). Also the modules torch imports on first use in every job:
-    `torch.use_deterministic_algorithms` imports the compiler's config (with torch._dynamo,
-    ~900 modules, about 3 s of a job on a busy CPU core), and a run's first optimizer
+    must not stop the server). Also the modules torch imports on first use in the jobs that
+    need them: `torch.use_deterministic_algorithms`, which a run in the deterministic mode
+    calls (`modes.set_deterministic`), imports the compiler's config (with torch._dynamo, ~900
+    modules, about 3 s of a job on a busy CPU core), and a run's first optimizer
     torch._dynamo; and scikit-learn's digits, which the digit stand-ins read. For the workflow's
     table and figure scripts (`fedhet run-script`): Snakemake's script module, which their
     preamble imports, pandas, matplotlib (Agg, as they set it) and seaborn, and fedhet's table
