@@ -17,14 +17,14 @@ sys.addaudithook(GUARD.audit)
 TURNS_FOLDER = "FEDHET_TEST_TURNS"  # the xdist workers' shared folder (`Turns`)
 TURNS: list[Turns] = []  # in an xdist worker of this session: its turns
 
-# The test files that take longest (seconds on 2 cores in CI, 2026-12-04: 327, 109, 100, 87, 78,
-# 55, 49, 48), collected first: under `-n 2` each file goes whole to one worker, in collection
+# The test files that take longest (seconds on 2 Zen 4 cores, 2026-12-05: 267, 107, 78, 64, 49,
+# 37, 36, 22), collected first: under `-n 2` each file goes whole to one worker, in collection
 # order (`--dist loadfile --no-loadscope-reorder`), so the longest start first and the shorter
 # ones fill in around them, and the two workers end together. Run last, the longest file ran
 # alone for minutes while the other worker had nothing left.
 LONGEST_FIRST = ("test_workflow.py", "test_leaderboard_workflow.py", "test_forkserver.py",
-                 "test_gpucheck.py", "test_vectorised_clients.py", "test_forkserver_jobs.py",
-                 "test_leaderboard_entries.py", "test_gpu_workflow.py")
+                 "test_gpucheck.py", "test_forkserver_jobs.py", "test_gpu_workflow.py",
+                 "test_leaderboard_entries.py", "test_vectorised_clients.py")
 
 
 def pytest_configure(config):

@@ -65,7 +65,7 @@ def test_snakefmt_is_clean(tmp_path):
 
 @pytest.mark.parametrize("scale", ["demo", "paper"])
 def test_full_dag_builds(scale, tmp_path):
-    """The whole DAG of each scale builds (.ci/run's dry runs print how long it takes)."""
+    """The whole DAG of each scale builds (CI lists how long this took: the slowest tests)."""
     from fedhet.experiments import load_experiment
 
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
