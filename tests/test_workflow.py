@@ -274,7 +274,7 @@ def test_the_demo_budget_counts_every_job_once_the_demo_has_run(workdir):
 
 
 def test_editing_a_figure_script_regenerates_only_figures_and_report(workdir):
-    # the script of a few figures (bar charts): the report is built again, and those figures
+    # the script of a few figures (bar charts): those figures and the report are built again
     script = workdir["dir"] / "workflow" / "scripts" / "figures" / "bars.py"
     script.write_text(script.read_text() + "\n# edited\n")
     counts = dry(workdir)
