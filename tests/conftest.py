@@ -27,10 +27,20 @@ LONGEST_FIRST = ("test_workflow.py", "test_leaderboard_workflow.py", "test_forks
                  "test_leaderboard_entries.py", "test_vectorised_clients.py")
 
 
+def cores_per_worker(workers: int) -> int:
+    """This machine's cores (those this process may run on) shared out among `workers`."""
+    return max(1, len(os.sched_getaffinity(0)) // workers)
+
+
 def pytest_configure(config):
     """Under pytest-xdist, the controller makes the folder its workers take turns in, and each
-    worker takes them (a pytest a test starts inherits the folder's name, and takes none)."""
+    worker takes them (a pytest a test starts inherits the folder's name, and takes none).
+
+    Each worker computes on its share of the cores: by default torch takes them all in every
+    worker, and two workers' threads on two cores wait on each other, spinning; tests that took
+    1 to 3 s then took 6 to 33, varying from run to run."""
     if hasattr(config, "workerinput"):
+        torch.set_num_threads(cores_per_worker(int(config.workerinput["workercount"])))
         TURNS.append(Turns(os.environ[TURNS_FOLDER]))
     elif getattr(config.option, "numprocesses", None):
         os.environ[TURNS_FOLDER] = tempfile.mkdtemp(prefix="fedhet-test-turns-")
