@@ -28,8 +28,11 @@ LONGEST_FIRST = ("test_workflow.py", "test_leaderboard_workflow.py", "test_forks
 
 
 def cores_per_worker(workers: int) -> int:
-    """This machine's cores (those this process may run on) shared out among `workers`."""
-    return max(1, len(os.sched_getaffinity(0)) // workers)
+    """This machine's cores (those this process may run on, where the OS says) shared out
+    among `workers`."""
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+    return max(1, cores // workers)
 
 
 def pytest_configure(config):
