@@ -14,9 +14,12 @@ generation (cpu family 25, model 17, AVX-512), the same day:
   rounds, 200 images per class, FedBR's 16 rounds, CCVR's 3 local epochs, 50 warm-up
   iterations of distillation): 541 jobs in 800 s (13.3 min), 1,554 job-seconds, 1,273 of
   them training; 27.8 TFLOP.
+On an idle 2-core Intel Xeon (cpu family 6, model 167, AVX-512), fresh clone of 5dea1a5, the
+same demo took 623 s: 541 jobs in 618 s (10.3 min), 1,227 job-seconds, 1,012 of them training.
 The same demo before its re-sizing took 2,765 s (46 min) on an idle 2-core Zen 3 (cpu family
 25, model 1; 4c82745, whose jobs are the same as 53e8cdc's) and 3,283 s on one partly busy:
-1.84 to 2.18 times this machine's, so 24.5 to 29 minutes for today's demo on the Zen 3.
+1.84 to 2.18 times the Zen 4's, so 24.5 to 29 minutes for today's demo on the Zen 3 (21.5 to
+25.5 from the Zen 4's 11.7 minutes in the README, measured later on a fresh clone).
 Training is most of the time (the engine is compute-bound at these sizes: a job's own overhead
 is under half a second); the Snakemake process takes about 15 CPU-seconds of a run.
 
