@@ -15,7 +15,11 @@ generation (cpu family 25, model 17, AVX-512), the same day:
   iterations of distillation): 541 jobs in 800 s (13.3 min), 1,554 job-seconds, 1,273 of
   them training; 27.8 TFLOP.
 On an idle 2-core Intel Xeon (cpu family 6, model 167, AVX-512), fresh clone of 5dea1a5, the
-same demo took 623 s: 541 jobs in 618 s (10.3 min), 1,227 job-seconds, 1,012 of them training.
+same demo took 623 s: 541 jobs in 618 s (10.3 min), 1,227 job-seconds, 1,012 of them training;
+three hours later on the same virtual machine (6814e0f, the same jobs), `pip install -e
+".[dev]" && snakemake --cores all` took 828 s: 541 jobs in 816 s, 1,623 job-seconds, 1,353 of
+them training: job-seconds ×1.32, the median job of 5 s or more ×1.37 (`fedhet timing
+--against`; the host's load: a budget needs a margin).
 The same demo before its re-sizing took 2,765 s (46 min) on an idle 2-core Zen 3 (cpu family
 25, model 1; 4c82745, whose jobs are the same as 53e8cdc's) and 3,283 s on one partly busy:
 1.84 to 2.18 times the Zen 4's, so 24.5 to 29 minutes for today's demo on the Zen 3 (21.5 to
